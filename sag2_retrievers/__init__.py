@@ -1,0 +1,39 @@
+"""sag2-retrievers: SAG2 multi-hop retrieval over one SQLite FTS5 file with a query-time judge."""
+
+from ._schema import IndexSettings
+from .config import SAG2Config
+from .documents import Document, Unit
+from .errors import (
+    IndexSettingsMismatchError,
+    IndexUnavailableError,
+    InvalidInputError,
+    JudgeConfigurationError,
+    JudgeError,
+    RemoteJudgeRefusedError,
+    SAG2Error,
+)
+from .index import SearchHit, SQLiteIndex
+from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Candidate",
+    "ContextPassage",
+    "Document",
+    "IndexSettings",
+    "IndexSettingsMismatchError",
+    "IndexUnavailableError",
+    "InvalidInputError",
+    "Judge",
+    "JudgeConfigurationError",
+    "JudgeError",
+    "JudgeRequest",
+    "RemoteJudgeRefusedError",
+    "SAG2Config",
+    "SAG2Error",
+    "SQLiteIndex",
+    "SearchHit",
+    "Unit",
+    "__version__",
+]

@@ -1,0 +1,97 @@
+"""The index file's schema, its SQL statements, and the settings recorded in its meta table."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .text import ANALYZER_VERSION, STOPWORDS
+
+SCHEMA_VERSION = "1"
+FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
+BM25_WEIGHTS = (2.0, 2.0, 1.0)
+
+CREATE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS documents(
+        doc_id TEXT PRIMARY KEY,
+        title TEXT NOT NULL,
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS units(
+        unit_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        heading TEXT NOT NULL,
+        char_start INTEGER NOT NULL,
+        char_end INTEGER NOT NULL,
+        expansion TEXT NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
+    f"""CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
+        title, heading, body, tokenize = "{FTS_TOKENIZER}")""",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS units_vocab USING fts5vocab(units_fts, col)",
+)
+
+BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
+SEARCH_SQL = f"""
+    SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
+    WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
+SEARCH_FILTERED_SQL = f"""
+    SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
+    JOIN units ON units.unit_id = units_fts.rowid
+    JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units_fts MATCH ? AND {{conditions}}
+    ORDER BY score DESC, units_fts.rowid LIMIT ?"""
+ALL_SCORES_SQL = f"SELECT units_fts.rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
+MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
+MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"
+VOCAB_DF_SQL = "SELECT ?, doc FROM units_vocab WHERE term = ? AND col = 'body'"
+UNITS_SQL = """
+    SELECT units.unit_id, units.doc_id, documents.title, units.heading,
+           substr(documents.text, units.char_start + 1, units.char_end - units.char_start),
+           units.char_start, units.char_end, units.expansion
+    FROM units JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
+FILTERED_UNIT_IDS_SQL = """
+    SELECT units.unit_id FROM units JOIN documents ON documents.doc_id = units.doc_id
+    WHERE {conditions}"""
+INSERT_DOCUMENT_SQL = "INSERT INTO documents(doc_id, title, text, metadata) VALUES (?, ?, ?, ?)"
+INSERT_UNIT_SQL = """
+    INSERT INTO units(doc_id, heading, char_start, char_end, expansion) VALUES (?, ?, ?, ?, ?)"""
+INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
+UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
+DELETE_FTS_SQL = "DELETE FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
+DELETE_UNITS_SQL = "DELETE FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
+DELETE_DOCS_SQL = "DELETE FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"
+EXISTING_DOCS_SQL = "SELECT doc_id FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"
+TITLES_SQL = "SELECT DISTINCT title FROM documents WHERE title != ''"
+UNIT_COUNT_SQL = "SELECT count(*) FROM units"
+DOC_COUNT_SQL = "SELECT count(*) FROM documents"
+GET_META_SQL = "SELECT key, value FROM meta"
+PUT_META_SQL = "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"
+BUMP_GENERATION_SQL = """
+    INSERT INTO meta(key, value) VALUES ('generation', '1')
+    ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
+GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Every setting that changes retrieval results; stored in ``meta`` and checked on open."""
+
+    chunk_chars: int = 2200
+
+    def as_meta(self) -> dict[str, str]:
+        """The settings, plus the fixed analyzer and scoring versions, as meta rows."""
+        rows = {key: str(value) for key, value in asdict(self).items()}
+        rows.update(
+            schema_version=SCHEMA_VERSION,
+            analyzer_version=ANALYZER_VERSION,
+            stopwords=" ".join(sorted(STOPWORDS)),
+            fts_tokenizer=FTS_TOKENIZER,
+            bm25_weights=",".join(str(w) for w in BM25_WEIGHTS),
+        )
+        return rows
+
+    @classmethod
+    def from_meta(cls, meta: dict[str, str]) -> IndexSettings:
+        """Read the user-settable part back from meta rows."""
+        return cls(chunk_chars=int(meta["chunk_chars"]))

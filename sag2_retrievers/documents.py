@@ -1,0 +1,104 @@
+"""Document (what users give) and Unit (an indexed chunk) records, and the chunking rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import InvalidInputError
+
+MAX_TEXT_CHARS = 50_000_000
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n")
+_SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]?\s+")
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Document:
+    """A source document: a stable id, its text, an optional title and JSON-able metadata."""
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Reject documents the index could not store faithfully, naming the document."""
+        if not isinstance(self.id, str) or not self.id.strip():
+            raise InvalidInputError(f"document id must be a non-empty string, got {self.id!r}")
+        for name in ("text", "title"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise InvalidInputError(
+                    f"document {self.id!r}: {name} must be a string, got {type(value).__name__}"
+                )
+            if "\x00" in value:
+                raise InvalidInputError(f"document {self.id!r}: {name} contains a NUL character")
+        if not self.text.strip():
+            raise InvalidInputError(f"document {self.id!r}: text is empty")
+        if len(self.text) > MAX_TEXT_CHARS:
+            raise InvalidInputError(
+                f"document {self.id!r}: text has {len(self.text):,} characters, "
+                f"more than the limit of {MAX_TEXT_CHARS:,}; split it first"
+            )
+        if not isinstance(self.metadata, Mapping):
+            raise InvalidInputError(f"document {self.id!r}: metadata must be a mapping")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One indexed chunk of a document; ``body == document.text[char_start:char_end]``."""
+
+    unit_id: int
+    doc_id: str
+    title: str
+    heading: str
+    body: str
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True)
+class Span:
+    """A half-open character range ``[start, end)`` of a document's text."""
+
+    start: int
+    end: int
+
+
+def chunk_spans(text: str, target: int) -> list[Span]:
+    """Split text into spans near ``target`` characters (ARCHITECTURE §4.2).
+
+    A text up to 1.2 x target stays whole. Longer text is cut near ``target``, never below
+    0.8 x target nor above 1.2 x target, preferring a paragraph break, then a sentence end,
+    then whitespace; only when none exists is a word cut at ``target``.
+    """
+    spans: list[Span] = []
+    start = 0
+    while len(text) - start > 1.2 * target:
+        end = _cut_point(text, start, target)
+        spans.append(Span(start, end))
+        start = end
+    spans.append(Span(start, len(text)))
+    return [_trimmed(text, span) for span in spans if text[span.start : span.end].strip()]
+
+
+def _cut_point(text: str, start: int, target: int) -> int:
+    """The end of the chunk starting at ``start``: the best break inside the allowed window."""
+    low, high, ideal = start + int(0.8 * target), start + int(1.2 * target), start + target
+    window = text[low:high]
+    for pattern in (_PARAGRAPH_BREAK, _SENTENCE_END, _WHITESPACE):
+        ends = [low + match.end() for match in pattern.finditer(window)]
+        if ends:
+            return min(ends, key=lambda end: (abs(end - ideal), end))
+    return ideal
+
+
+def _trimmed(text: str, span: Span) -> Span:
+    """Shrink a span so it neither starts nor ends with whitespace."""
+    piece = text[span.start : span.end]
+    leading = len(piece) - len(piece.lstrip())
+    trailing = len(piece) - len(piece.rstrip())
+    return Span(span.start + leading, span.end - trailing)

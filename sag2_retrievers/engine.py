@@ -1,0 +1,410 @@
+"""SAG2Engine: the bounded rounds of judged retrieval and passage-term-passage expansion."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import warnings
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from .config import SAG2Config
+from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
+from .documents import Unit
+from .errors import InvalidInputError, JudgeError, RemoteJudgeRefusedError
+from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
+from .index import Filters, SQLiteIndex
+from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest, UsageSnapshot
+from .results import RetrievalResult, RetrievedUnit, RoundTrace
+from .text import tokenize
+
+T = TypeVar("T")
+ALLOW_REMOTE_ENV = "SAG2_ALLOW_REMOTE_JUDGES"
+
+
+@dataclass
+class _Retrieval:
+    """The evolving state of one question's retrieval."""
+
+    question: str
+    question_tokens: frozenset[str]
+    query_terms: list[str]
+    allowed: set[int] | None
+    units: dict[int, Unit] = field(default_factory=dict)
+    scores: dict[int, float] = field(default_factory=dict)
+    fusion: dict[int, float] = field(default_factory=dict)
+    found: dict[int, int] = field(default_factory=dict)
+    protected: list[int] = field(default_factory=list)
+    seed_history: list[int] = field(default_factory=list)
+    ranking: list[int] = field(default_factory=list)
+    lexical: list[tuple[int, float]] = field(default_factory=list)
+    trace: list[RoundTrace] = field(default_factory=list)
+    stop_reason: str = "completed"
+
+    def rank(self, pool: Sequence[int]) -> list[int]:
+        """Sort by (-judge score, -fusion score, unit id)."""
+        return sorted(pool, key=lambda u: (-self.scores[u], -self.fusion.get(u, 0.0), u))
+
+    def record_candidates(self, candidates: Sequence[int], round_: int, fusion_k: int) -> None:
+        """Note when new candidates were found and their fusion score 1 / (k + rank)."""
+        for rank, unit_id in enumerate(candidates, start=1):
+            self.fusion.setdefault(unit_id, 1.0 / (fusion_k + rank))
+            self.found.setdefault(unit_id, round_)
+
+
+@dataclass(frozen=True)
+class _RoundPlan:
+    """One scoring round to run: pool, context, and what produced them (for the trace)."""
+
+    round: int
+    pool: list[int]
+    context: list[int]
+    note: str | None
+    with_previous_scores: bool
+    seeds: tuple[int, ...] = ()
+    terms: tuple[ExpansionTerm, ...] = ()
+    new: tuple[int, ...] = ()
+    planning_seconds: float = 0.0
+
+
+class SAG2Engine:
+    """Retrieve multi-hop evidence: BM25 candidates, judged in context, expanded through terms.
+
+    ``aretrieve`` is the primary (async) API; ``retrieve`` is its blocking twin. SQLite work
+    runs in worker threads, so the event loop only waits on the judge.
+    """
+
+    def __init__(
+        self,
+        index: SQLiteIndex,
+        judge: Judge,
+        config: SAG2Config | None = None,
+        *,
+        allow_remote_judges: bool | None = None,
+    ):
+        if allow_remote_judges is None:
+            allow_remote_judges = os.environ.get(ALLOW_REMOTE_ENV, "1").lower() not in (
+                "0",
+                "false",
+                "no",
+                "off",
+            )
+        if judge.sends_data_off_machine and not allow_remote_judges:
+            raise RemoteJudgeRefusedError(
+                f"judge {judge.identity!r} sends questions and passages off this machine, and "
+                f"remote judges are disallowed (allow_remote_judges=False or {ALLOW_REMOTE_ENV}=0)"
+            )
+        self.index = index
+        self.judge = judge
+        self.config = config or SAG2Config()
+        self._loop_thread: _LoopThread | None = None
+        self._loop_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SAG2Engine(index={self.index!r}, judge={self.judge.identity!r})"
+
+    # -- public API ------------------------------------------------------------------------
+
+    def retrieve(
+        self, question: str, top_k: int = 10, *, filters: Filters | None = None
+    ) -> RetrievalResult:
+        """Blocking retrieval; runs ``aretrieve`` on the engine's own event loop thread."""
+        return self._runner().run(self.aretrieve(question, top_k, filters=filters))
+
+    async def aretrieve(
+        self, question: str, top_k: int = 10, *, filters: Filters | None = None
+    ) -> RetrievalResult:
+        """Retrieve up to ``top_k`` source documents of evidence for ``question``."""
+        _check_request(question, top_k)
+        usage_before = self.judge.usage.snapshot()
+        state = await asyncio.to_thread(self._start, question, filters)
+        degraded = False
+        if not state.query_terms:
+            state.stop_reason = "no query expression"
+        else:
+            try:
+                await self._run_rounds(state)
+            except JudgeError as error:
+                if self.config.on_judge_error != "bm25":
+                    raise
+                warnings.warn(f"judge failed, returning lexical order: {error}", stacklevel=2)
+                degraded = True
+        usage = self.judge.usage.snapshot() - usage_before
+        return await asyncio.to_thread(self._finish, state, top_k, usage, degraded)
+
+    async def aclose(self) -> None:
+        """Close the judge's resources and the engine's private event loop."""
+        await self.judge.aclose()
+        self._stop_loop()
+
+    def close(self) -> None:
+        """Blocking ``aclose``."""
+        self._runner().run(self.judge.aclose())
+        self._stop_loop()
+
+    # -- rounds ----------------------------------------------------------------------------
+
+    def _start(self, question: str, filters: Filters | None) -> _Retrieval:
+        """Analyse the question, resolve filters, and fetch the initial BM25 candidates."""
+        config = self.config
+        allowed = self.index.allowed_units(filters) if filters else None
+        state = _Retrieval(
+            question,
+            frozenset(tokenize(question.replace("\x00", " "))),
+            self.index.query_terms(question, config.max_query_tokens),
+            allowed,
+        )
+        if state.query_terms:
+            limit = config.one_shot_budget or config.candidates_per_round
+            state.lexical = self.index.rank_expression(state.query_terms, limit, filters=filters)
+            initial = [unit_id for unit_id, _ in state.lexical]
+            state.record_candidates(initial, 0, config.fusion_k)
+            state.protected = initial[: config.protected]
+            state.units.update(self.index.units(initial))
+        return state
+
+    async def _run_rounds(self, state: _Retrieval) -> None:
+        """Round 0 on the BM25 list, then up to ``hops`` expansions, stopping early if stuck."""
+        initial = [unit_id for unit_id, _ in state.lexical]
+        if not initial:
+            state.stop_reason = "no lexical match"
+            return
+        await self._score_round(state, _RoundPlan(0, initial, [], None, False, new=tuple(initial)))
+        if self.config.one_shot_budget is not None:
+            return
+        for round_ in range(1, self.config.hops + 1):
+            started = time.perf_counter()
+            plan = await asyncio.to_thread(self._plan_expansion, state, round_)
+            if plan is None:
+                return
+            await self._score_round(
+                state, replace(plan, planning_seconds=time.perf_counter() - started)
+            )
+
+    def _plan_expansion(self, state: _Retrieval, round_: int) -> _RoundPlan | None:
+        """Seeds, terms and new candidates for an expansion round, and its pool and context."""
+        config = self.config
+        seeds = [u for u in state.ranking if u not in state.seed_history][: config.seeds_per_round]
+        if not seeds:
+            state.stop_reason = f"no seed for round {round_}"
+            return None
+        state.seed_history.extend(seeds)
+        sentences = self.index.expansion_units(seeds)
+        seed_records = [Seed(u, state.scores[u], sentences.get(u, [])) for u in seeds]
+        terms = select_terms(
+            self.index, seed_records, state.question_tokens, config.expansion_terms
+        )
+        if not terms:
+            state.stop_reason = f"no expansion term for round {round_}"
+            return None
+        new = expansion_candidates(
+            self.index,
+            terms,
+            state.query_terms,
+            excluded=set(state.scores),
+            allowed=state.allowed,
+            per_term_limit=config.per_term_limit,
+            limit=config.candidates_per_round,
+        )
+        if not new:
+            state.stop_reason = f"no new candidate for round {round_}"
+            return None
+        state.record_candidates(new, round_, config.fusion_k)
+        union = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
+        if round_ == 1:
+            plan = _RoundPlan(
+                1, union, [*state.seed_history, *new[: config.seeds_per_round]], None, False
+            )
+        else:
+            plan = self._final_plan(state, union, new)
+        state.units.update(self.index.units(u for u in plan.pool if u not in state.units))
+        return replace(plan, seeds=tuple(seeds), terms=tuple(terms), new=tuple(new))
+
+    def _final_plan(self, state: _Retrieval, union: list[int], new: list[int]) -> _RoundPlan:
+        """The last round: a few new units, then history (pool members first, then by score)."""
+        config = self.config
+        size = min(len(union), config.final_pool_size)
+        judged_members = [u for u in union if u in state.scores]
+        earlier = sorted(
+            (u for u in state.scores if u not in set(judged_members)),
+            key=lambda u: (-state.scores[u], u),
+        )
+        admitted = new[: config.final_new_candidates]
+        pool = list(dict.fromkeys([*admitted, *judged_members, *earlier]))[:size]
+        context = state.ranking[: config.context_size]
+        return _RoundPlan(2, pool, context, config.reassess_note, True)
+
+    async def _score_round(self, state: _Retrieval, plan: _RoundPlan) -> None:
+        """Judge every pool member in the plan's context, then re-rank the pool."""
+        started = time.perf_counter()
+        request = self._request(state, plan)
+        judge_started = time.perf_counter()
+        scores = await self.judge.score(request)
+        judge_seconds = time.perf_counter() - judge_started
+        state.scores.update(zip(plan.pool, scores, strict=True))
+        state.ranking = state.rank(plan.pool)
+        state.trace.append(
+            RoundTrace(
+                round=plan.round,
+                seeds=plan.seeds,
+                terms=tuple((t.term, t.priority) for t in plan.terms),
+                new_candidates=plan.new,
+                pool_size=len(plan.pool),
+                context_size=len(request.context),
+                judgments=len(plan.pool),
+                local_seconds=plan.planning_seconds
+                + (time.perf_counter() - started - judge_seconds),
+                judge_seconds=judge_seconds,
+            )
+        )
+
+    def _request(self, state: _Retrieval, plan: _RoundPlan) -> JudgeRequest:
+        """The judge request of a round: candidates, shared context and note (if enabled)."""
+        candidates = tuple(Candidate(state.units[u].title, state.units[u].body) for u in plan.pool)
+        if not self.config.shared_context:
+            return JudgeRequest(state.question, candidates, instruction=self.config.instruction)
+        context = tuple(
+            ContextPassage(
+                state.units[u].title,
+                state.units[u].body,
+                state.scores[u] if plan.with_previous_scores else None,
+            )
+            for u in dict.fromkeys(plan.context)
+        )
+        return JudgeRequest(state.question, candidates, context, plan.note, self.config.instruction)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def _finish(
+        self, state: _Retrieval, top_k: int, usage: UsageSnapshot, degraded: bool
+    ) -> RetrievalResult:
+        """Keep the top units, diversify the first ones, and map units to unique documents."""
+        if degraded or not state.ranking:
+            ranked = [(u, s) for u, s in state.lexical][: self.config.keep]
+        else:
+            ranking = self._diversified(state, state.ranking[: self.config.keep])
+            ranked = [(u, state.scores[u]) for u in ranking]
+        units = self.index.units(u for u, _ in ranked)
+        ordered = [
+            _retrieved(units[u], score, state.found.get(u, 0), rank)
+            for rank, (u, score) in enumerate(ranked, start=1)
+            if u in units
+        ]
+        hits = _unique_sources(ordered)[:top_k]
+        metadata = self.index.metadata(hit.doc_id for hit in hits)
+        hits = [_with_metadata(hit, metadata.get(hit.doc_id, {})) for hit in hits]
+        return RetrievalResult(
+            state.question,
+            tuple(hits),
+            tuple(ordered),
+            tuple(state.trace),
+            usage,
+            "judge failed; lexical order" if degraded else state.stop_reason,
+            degraded,
+        )
+
+    def _diversified(self, state: _Retrieval, ranking: list[int]) -> list[int]:
+        """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order."""
+        top = ranking[: self.config.diversity_top]
+        if len(top) <= 2:
+            return ranking
+        sentences = self.index.expansion_units(top)
+        token_lists = [
+            [tok for sentence in sentences.get(u, []) for term in sentence for tok in term.split()]
+            for u in top
+        ]
+        df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
+        vectors = tfidf_vectors(token_lists, df, self.index.unit_count())
+        quality = [state.scores[u] for u in top]
+        order = greedy_dpp_order(quality, cosine_matrix(vectors))
+        return [top[i] for i in order] + ranking[len(top) :]
+
+    # -- sync bridge -----------------------------------------------------------------------
+
+    def _runner(self) -> _LoopThread:
+        """The engine's private event loop thread, started on first blocking call."""
+        with self._loop_lock:
+            if self._loop_thread is None:
+                self._loop_thread = _LoopThread()
+            return self._loop_thread
+
+    def _stop_loop(self) -> None:
+        """Stop the private event loop thread if one was started."""
+        with self._loop_lock:
+            if self._loop_thread is not None:
+                self._loop_thread.stop()
+                self._loop_thread = None
+
+
+class _LoopThread:
+    """A daemon thread running one event loop, so blocking calls reuse the judge's clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sag2-loop")
+        self.thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def stop(self) -> None:
+        """Stop and close the loop."""
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("cannot stop the engine's loop from inside it")
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+def _check_request(question: object, top_k: object) -> None:
+    """Reject a non-string question or a negative/non-integer top_k."""
+    if not isinstance(question, str):
+        raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
+        raise InvalidInputError(f"top_k must be a non-negative integer, got {top_k!r}")
+
+
+def _retrieved(unit: Unit, score: float, round_found: int, rank: int) -> RetrievedUnit:
+    """A result record for a unit."""
+    return RetrievedUnit(
+        unit.unit_id,
+        unit.doc_id,
+        unit.title,
+        unit.body,
+        score,
+        round_found,
+        rank,
+        unit.char_start,
+        unit.char_end,
+    )
+
+
+def _with_metadata(hit: RetrievedUnit, metadata: dict[str, Any]) -> RetrievedUnit:
+    """The same record carrying its document's metadata."""
+    return RetrievedUnit(
+        hit.unit_id,
+        hit.doc_id,
+        hit.title,
+        hit.text,
+        hit.score,
+        hit.round_found,
+        hit.rank,
+        hit.char_start,
+        hit.char_end,
+        metadata,
+    )
+
+
+def _unique_sources(ordered: Sequence[RetrievedUnit]) -> list[RetrievedUnit]:
+    """The first unit of each source document, in order."""
+    seen: set[str] = set()
+    unique = []
+    for hit in ordered:
+        if hit.doc_id not in seen:
+            seen.add(hit.doc_id)
+            unique.append(hit)
+    return unique

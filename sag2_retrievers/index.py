@@ -1,0 +1,517 @@
+"""SQLiteIndex: one SQLite file with the original text, an FTS5 index, and lexical statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import _schema as sql
+from ._ingest import PreparedDocument, new_executor, parse_expansion, prepare_documents
+from ._schema import IndexSettings
+from .documents import Document, Unit
+from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
+from .fts import body_expression, or_expression, quote_term
+from .text import distinct_tokens, fold_accents, tokenize
+
+FilterValue = str | int | float | bool | None
+Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
+_FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_COMPOUND_LIMIT = 400
+BUSY_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A BM25 match: the unit, its source document, and a positive score (higher is better)."""
+
+    unit_id: int
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True)
+class TitleCatalog:
+    """Corpus titles as lexical-repair tables: accent aliases and multiword title phrases."""
+
+    aliases: Mapping[str, str]
+    phrases: frozenset[str]
+
+
+class SQLiteIndex:
+    """A SAG2 index in one SQLite file: add, delete, upsert, BM25 search, df, title aliases.
+
+    Safe for concurrent readers in several threads and processes (WAL, one connection per
+    thread); writes are serialised and each call is one transaction.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], settings: IndexSettings | None = None):
+        self.path = Path(path)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._executor: Executor | None = None
+        self._catalog: tuple[str, TitleCatalog] | None = None
+        _probe_fts5()
+        self.settings = self._open(settings)
+
+    def __repr__(self) -> str:
+        return f"SQLiteIndex({str(self.path)!r}, settings={self.settings!r})"
+
+    def __enter__(self) -> SQLiteIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- connections and settings -------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection (created on first use), in WAL mode with a busy timeout."""
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+            )
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+            self._local.connection = connection
+        return connection
+
+    def _open(self, requested: IndexSettings | None) -> IndexSettings:
+        """Create the schema or check the stored settings against the requested ones."""
+        connection = self._connection()
+        with self._write_lock:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                stored = _read_meta(connection)
+                settings = _reconcile_settings(self.path, stored, requested)
+                if not stored:
+                    for statement in sql.CREATE_TABLES:
+                        connection.execute(statement)
+                    connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
+                connection.execute("COMMIT")
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+        return settings
+
+    def close(self) -> None:
+        """Close this thread's connection and stop any analysis workers."""
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+            self._local.connection = None
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add_documents(self, documents: Iterable[Document], *, parallel: bool = True) -> int:
+        """Insert or replace (by id) documents in one transaction; returns units written.
+
+        The whole batch is validated and analysed before anything is written, so a rejected
+        batch leaves the index unchanged.
+        """
+        batch = _validated_batch(documents)
+        if not batch:
+            return 0
+        executor = self._analysis_executor() if parallel else None
+        prepared = prepare_documents(batch, self.settings.chunk_chars, executor)
+        with self._transaction() as connection:
+            self._delete_ids(connection, [doc.id for doc in batch])
+            return sum(_insert_document(connection, item) for item in prepared)
+
+    def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents (and their units) by id in one transaction; returns documents removed."""
+        ids = [doc_id for doc_id in dict.fromkeys(doc_ids)]
+        for doc_id in ids:
+            if not isinstance(doc_id, str):
+                raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
+        if not ids:
+            return 0
+        with self._transaction() as connection:
+            return self._delete_ids(connection, ids)
+
+    def optimize(self) -> None:
+        """Merge FTS5 segments; worthwhile after a large ingest."""
+        with self._transaction() as connection:
+            connection.execute("INSERT INTO units_fts(units_fts) VALUES ('optimize')")
+
+    def _analysis_executor(self) -> Executor:
+        """The process pool used for analysis, created on first large batch."""
+        if self._executor is None:
+            self._executor = new_executor()
+        return self._executor
+
+    def _transaction(self) -> _Transaction:
+        """A write transaction (BEGIN IMMEDIATE) that bumps the index generation on commit."""
+        return _Transaction(self._connection(), self._write_lock)
+
+    @staticmethod
+    def _delete_ids(connection: sqlite3.Connection, doc_ids: list[str]) -> int:
+        """Remove the given documents' FTS rows, units and document rows."""
+        ids_json = json.dumps(doc_ids)
+        unit_ids = [row[0] for row in connection.execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids_json,))]
+        connection.execute(sql.DELETE_FTS_SQL, (json.dumps(unit_ids),))
+        connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
+        return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def unit_count(self) -> int:
+        """N: the number of indexed units."""
+        return int(self._connection().execute(sql.UNIT_COUNT_SQL).fetchone()[0])
+
+    def document_count(self) -> int:
+        """The number of stored source documents."""
+        return int(self._connection().execute(sql.DOC_COUNT_SQL).fetchone()[0])
+
+    def search(
+        self,
+        question: str,
+        limit: int = 100,
+        *,
+        max_tokens: int = 80,
+        filters: Filters | None = None,
+    ) -> list[SearchHit]:
+        """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
+        _check_limit(limit)
+        terms = self.query_terms(question, max_tokens)
+        ranked = self.rank_expression(terms, limit, filters=filters)
+        return self.hits(ranked)
+
+    def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
+        """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
+        if not isinstance(question, str):
+            raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+        tokens = distinct_tokens(question.replace("\x00", " "), max_tokens)
+        return list(dict.fromkeys(self.repair_terms(tokens)))
+
+    def rank_expression(
+        self, terms: Sequence[str], limit: int | None, *, filters: Filters | None = None
+    ) -> list[tuple[int, float]]:
+        """(unit id, BM25 score) of units matching any term, best first, ties by unit id."""
+        expression = or_expression(terms)
+        if not expression or limit == 0:
+            return []
+        connection = self._connection()
+        if filters:
+            conditions, values = _filter_conditions(filters)
+            statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
+            params: tuple[Any, ...] = (expression, *values, -1 if limit is None else limit)
+        else:
+            statement, params = sql.SEARCH_SQL, (expression, -1 if limit is None else limit)
+        return [
+            (int(rowid), float(score)) for rowid, score in connection.execute(statement, params)
+        ]
+
+    def expression_scores(self, terms: Sequence[str]) -> dict[int, float]:
+        """BM25 score of every unit matching the OR of ``terms`` (unordered, unfiltered)."""
+        expression = or_expression(terms)
+        if not expression:
+            return {}
+        rows = self._connection().execute(sql.ALL_SCORES_SQL, (expression,))
+        return {int(rowid): float(score) for rowid, score in rows}
+
+    def term_members(self, terms: Sequence[str]) -> dict[str, list[int]]:
+        """For each term, the ids of units matching it in any field (one round trip per 400)."""
+        members: dict[str, list[int]] = {term: [] for term in terms}
+        pairs = [(term, quote_term(term)) for term in members]
+        for term, rowid in self._compound(sql.MATCH_ROWIDS_SQL, pairs):
+            members[term].append(int(rowid))
+        return members
+
+    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """Body-level df of tokens and phrases: one vocab lookup per ASCII token, else a match."""
+        unique = list(dict.fromkeys(terms))
+        by_vocab = [(t, t) for t in unique if t.isascii() and " " not in t]
+        by_match = [(t, body_expression(t)) for t in unique if not (t.isascii() and " " not in t)]
+        df = {term: 0 for term in unique}
+        df.update(self._compound(sql.VOCAB_DF_SQL, by_vocab))
+        df.update(self._compound(sql.MATCH_COUNT_SQL, by_match))
+        return {term: int(count) for term, count in df.items()}
+
+    def _compound(self, statement: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
+        """Run a two-parameter SELECT for many pairs as UNION ALL statements of up to 400 parts."""
+        rows: list[tuple[str, Any]] = []
+        connection = self._connection()
+        for start in range(0, len(pairs), _COMPOUND_LIMIT):
+            chunk = pairs[start : start + _COMPOUND_LIMIT]
+            compound = " UNION ALL ".join([statement] * len(chunk))
+            params = [value for pair in chunk for value in pair]
+            rows.extend(connection.execute(compound, params).fetchall())
+        return rows
+
+    def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
+        """The units with the given ids, keyed by id (missing ids are absent)."""
+        return {row.unit_id: row for row in self._unit_rows(unit_ids).values()}
+
+    def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
+        """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
+        rows = self._connection().execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),))
+        return {int(row[0]): parse_expansion(row[7]) for row in rows}
+
+    def hits(self, ranked: Sequence[tuple[int, float]]) -> list[SearchHit]:
+        """Search hits for ranked (unit id, score) pairs, in the given order."""
+        units = self._unit_rows(unit_id for unit_id, _ in ranked)
+        return [
+            SearchHit(
+                unit_id,
+                units[unit_id].doc_id,
+                units[unit_id].title,
+                units[unit_id].body,
+                score,
+                units[unit_id].char_start,
+                units[unit_id].char_end,
+            )
+            for unit_id, score in ranked
+            if unit_id in units
+        ]
+
+    def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
+        """Fetch units (with their text cut from the source document) in one query."""
+        rows = self._connection().execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),))
+        return {
+            int(r[0]): Unit(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), int(r[6])) for r in rows
+        }
+
+    def allowed_units(self, filters: Filters) -> set[int]:
+        """Ids of the units whose document metadata satisfies every filter (evaluated in SQLite)."""
+        conditions, values = _filter_conditions(filters)
+        statement = sql.FILTERED_UNIT_IDS_SQL.format(conditions=conditions)
+        return {int(row[0]) for row in self._connection().execute(statement, values)}
+
+    def document(self, doc_id: str) -> Document | None:
+        """The stored source document with this id, or None."""
+        row = (
+            self._connection()
+            .execute(
+                "SELECT doc_id, text, title, metadata FROM documents WHERE doc_id = ?", (doc_id,)
+            )
+            .fetchone()
+        )
+        if row is None:
+            return None
+        return Document(row[0], row[1], row[2], json.loads(row[3]))
+
+    def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of the given documents, keyed by id."""
+        rows = self._connection().execute(
+            "SELECT doc_id, metadata FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(doc_ids)),),
+        )
+        return {doc_id: json.loads(metadata) for doc_id, metadata in rows}
+
+    # -- lexical repair --------------------------------------------------------------------
+
+    def repair_terms(self, terms: Sequence[str]) -> list[str]:
+        """Replace each term that matches nothing by the title it is an accent alias of."""
+        if not terms:
+            return []
+        members = self.document_frequencies_any(terms)
+        missing = [term for term in terms if members[term] == 0]
+        if not missing:
+            return list(terms)
+        aliases = self.title_catalog().aliases
+        candidates = {term: aliases[term] for term in missing if term in aliases}
+        matched = self.document_frequencies_any(candidates.values()) if candidates else {}
+        return [
+            candidates[term] if term in candidates and matched[candidates[term]] > 0 else term
+            for term in terms
+        ]
+
+    def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
+        """Number of units matching each term in any field (used for "matches nothing")."""
+        unique = list(dict.fromkeys(terms))
+        counts = self._compound(sql.MATCH_COUNT_SQL, [(t, quote_term(t)) for t in unique])
+        result = {term: 0 for term in unique}
+        result.update({term: int(count) for term, count in counts})
+        return result
+
+    def title_catalog(self) -> TitleCatalog:
+        """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
+        generation = self._generation()
+        if self._catalog is None or self._catalog[0] != generation:
+            titles = [row[0] for row in self._connection().execute(sql.TITLES_SQL)]
+            self._catalog = (generation, _build_catalog(titles))
+        return self._catalog[1]
+
+    def _generation(self) -> str:
+        """A counter in meta that every committed write increments."""
+        row = self._connection().execute(sql.GENERATION_SQL).fetchone()
+        return "0" if row is None else str(row[0])
+
+    def stats(self) -> dict[str, int]:
+        """Sizes for reports: documents, units, and the file's bytes (with its WAL)."""
+        wal = Path(str(self.path) + "-wal")
+        size = self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+        return {"documents": self.document_count(), "units": self.unit_count(), "bytes": size}
+
+
+class _Transaction:
+    """Context manager for one serialised write transaction on a connection."""
+
+    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock):
+        self.connection, self.lock = connection, lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.lock.acquire()
+        try:
+            self.connection.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self.lock.release()
+            raise
+        return self.connection
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        try:
+            if exc_type is None:
+                self.connection.execute(sql.BUMP_GENERATION_SQL)
+                self.connection.execute("COMMIT")
+            else:
+                self.connection.execute("ROLLBACK")
+        finally:
+            self.lock.release()
+
+
+def _probe_fts5() -> None:
+    """Fail early, with a clear message, when this Python's SQLite lacks FTS5."""
+    try:
+        probe = sqlite3.connect(":memory:")
+        probe.execute("CREATE VIRTUAL TABLE probe USING fts5(body)")
+        probe.close()
+    except sqlite3.OperationalError as error:
+        raise IndexUnavailableError(
+            f"this Python's SQLite {sqlite3.sqlite_version} has no FTS5 ({error}); "
+            "install a Python built with FTS5 (the official python.org builds have it)"
+        ) from error
+
+
+def _read_meta(connection: sqlite3.Connection) -> dict[str, str]:
+    """The meta table as a dict; empty for a new file; an error for a non-SAG2 database."""
+    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if "meta" not in tables:
+        if tables - {"sqlite_sequence"}:
+            raise IndexUnavailableError("the file holds a database that is not a SAG2 index")
+        return {}
+    return dict(connection.execute(sql.GET_META_SQL).fetchall())
+
+
+def _reconcile_settings(
+    path: Path, stored: dict[str, str], requested: IndexSettings | None
+) -> IndexSettings:
+    """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
+    if not stored:
+        return requested or IndexSettings()
+    current = IndexSettings.from_meta(stored)
+    expected = (requested or current).as_meta()
+    differences = [
+        f"{key}: file has {stored.get(key)!r}, requested {value!r}"
+        for key, value in expected.items()
+        if stored.get(key) != value
+    ]
+    if differences:
+        raise IndexSettingsMismatchError(
+            f"index {str(path)!r} was built with different settings ("
+            + "; ".join(differences)
+            + "); open it with matching settings or rebuild it"
+        )
+    return current
+
+
+def _validated_batch(documents: Iterable[Document]) -> list[Document]:
+    """The batch as a list; rejects non-documents and repeated ids, naming the offender."""
+    batch = list(documents)
+    seen: set[str] = set()
+    for position, document in enumerate(batch):
+        if not isinstance(document, Document):
+            raise InvalidInputError(
+                f"item {position} of the batch is a {type(document).__name__}, not a Document"
+            )
+        if document.id in seen:
+            raise InvalidInputError(f"document id {document.id!r} appears twice in one batch")
+        seen.add(document.id)
+    return batch
+
+
+def _insert_document(connection: sqlite3.Connection, item: PreparedDocument) -> int:
+    """Write one prepared document and its units; returns the number of units."""
+    document = item.document
+    connection.execute(
+        sql.INSERT_DOCUMENT_SQL, (document.id, document.title, document.text, item.metadata_json)
+    )
+    for unit in item.units:
+        cursor = connection.execute(
+            sql.INSERT_UNIT_SQL, (document.id, "", unit.char_start, unit.char_end, unit.expansion)
+        )
+        connection.execute(
+            sql.INSERT_FTS_SQL, (cursor.lastrowid, unit.title_tokens, "", unit.body_tokens)
+        )
+    return len(item.units)
+
+
+def _filter_conditions(filters: Filters) -> tuple[str, list[Any]]:
+    """SQL conditions over document metadata; keys are validated, values always bound."""
+    if not isinstance(filters, Mapping):
+        raise InvalidInputError("filters must be a mapping of metadata key to value(s)")
+    conditions: list[str] = []
+    values: list[Any] = []
+    for key, value in filters.items():
+        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
+            raise InvalidInputError(
+                f"filter key {key!r} is not allowed; use letters, digits and _ (dots for nesting)"
+            )
+        if isinstance(value, (list, tuple, set, frozenset)):
+            options = [_filter_value(key, option) for option in value]
+            conditions.append(
+                "json_extract(documents.metadata, ?) IN (SELECT value FROM json_each(?))"
+            )
+            values.extend(["$." + key, json.dumps(options)])
+        else:
+            conditions.append("json_extract(documents.metadata, ?) IS ?")
+            values.extend(["$." + key, _filter_value(key, value)])
+    return " AND ".join(conditions) or "1", values
+
+
+def _filter_value(key: str, value: object) -> FilterValue:
+    """A filter value as SQLite compares it to json_extract (booleans become 0/1)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return int(value) if isinstance(value, bool) else value
+    raise InvalidInputError(
+        f"filter {key!r}: value {value!r} must be a string, number, boolean, None or a list of those"
+    )
+
+
+def _check_limit(limit: int) -> None:
+    """Reject negative or non-integer limits."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+        raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
+
+
+def _build_catalog(titles: Sequence[str]) -> TitleCatalog:
+    """Aliases from unique accent-folded titles, and the set of multiword title phrases."""
+    folded: dict[str, list[str]] = {}
+    phrases: set[str] = set()
+    for title in titles:
+        tokens = tokenize(title)
+        phrase = " ".join(tokens)
+        if len(tokens) >= 2:
+            phrases.add(phrase)
+        alias = " ".join(tokenize(fold_accents(title)))
+        if alias and alias != phrase:
+            folded.setdefault(alias, []).append(phrase)
+    aliases = {alias: options[0] for alias, options in folded.items() if len(set(options)) == 1}
+    return TitleCatalog(aliases, frozenset(phrases))

@@ -1,0 +1,243 @@
+"""Shared HTTP plumbing for remote judges: retries, retry-after, refusal messages, secret keys."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import logging
+import math
+import random
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, TypeVar
+
+import httpx
+import tenacity
+
+from ..errors import InvalidInputError, JudgeError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+REDACTED = "[redacted]"
+TRANSIENT_STATUSES = frozenset({408, 429})
+TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+BODY_EXCERPT_CHARS = 300
+
+_STATUS_HINTS = {
+    400: "the service rejected the request as malformed; check the model name and request size",
+    401: "the API key was rejected; check that {key_source} holds a valid key",
+    402: "the account cannot pay for the request; check its credits",
+    403: "the API key may not use this model or endpoint; check the account's permissions",
+    404: "the endpoint or model was not found; check the base URL and the model name",
+    413: "the request is too large; lower the judge's token budget",
+    422: "the service could not process the request body; check the model name and limits",
+}
+_DEFAULT_HINT = "check the base URL, the model name and the service's status"
+
+
+class Secret:
+    """A string such as an API key that never shows itself in repr, str or logs."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        """Return the secret itself, only for building the request that needs it."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({REDACTED!r})"
+
+    __str__ = __repr__
+
+
+def redact(text: str, secrets: Iterable[Secret]) -> str:
+    """Replace every occurrence of the secrets in text, so server echoes cannot leak a key."""
+    for secret in secrets:
+        if secret.reveal():
+            text = text.replace(secret.reveal(), REDACTED)
+    return text
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a retry-after header (delay-seconds or HTTP date); None if unusable."""
+    if value is None:
+        return None
+    seconds: float | None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        seconds = _seconds_until_http_date(value, now or datetime.now(timezone.utc))
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+def _seconds_until_http_date(value: str, now: datetime) -> float | None:
+    """Seconds from now until an HTTP date, or None when the text is not a date."""
+    try:
+        when = email.utils.parsedate_to_datetime(value.strip())
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return (when - now).total_seconds()
+
+
+def is_transient_status(status: int) -> bool:
+    """Whether an HTTP status is worth retrying: timeouts, rate limits and server errors."""
+    return status in TRANSIENT_STATUSES or 500 <= status <= 599
+
+
+class TransientHTTPFailure(Exception):
+    """One attempt failed in a way worth retrying; carries the delay the server asked for."""
+
+    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how long to retry transient failures; `sleep` is injectable for tests."""
+
+    max_attempts: int = 6
+    initial_wait: float = 0.5
+    max_wait: float = 60.0
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise InvalidInputError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if not (self.initial_wait >= 0 and self.max_wait >= 0):
+            raise InvalidInputError(
+                f"retry waits must be non-negative seconds, got initial_wait={self.initial_wait} "
+                f"and max_wait={self.max_wait}"
+            )
+
+    def wait_before_retry(self, retry_state: tenacity.RetryCallState) -> float:
+        """Exponential backoff with jitter, lengthened to the server's retry-after, capped."""
+        exponent = retry_state.attempt_number - 1
+        backoff = self.initial_wait * 2.0**exponent + random.uniform(0.0, self.initial_wait)
+        failure = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(failure, TransientHTTPFailure) and failure.retry_after is not None:
+            backoff = max(backoff, failure.retry_after)
+        return min(self.max_wait, backoff)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to send requests and how to talk about the service in errors, without its key."""
+
+    url: str
+    service: str
+    key_source: str = "the API key setting"
+    key: Secret | None = None
+
+    def describe(self, text: str) -> str:
+        """Prefix text with the service name and strip the key from it."""
+        return redact(f"{self.service}: {text}", [self.key] if self.key else [])
+
+
+async def post_json(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    payload: Mapping[str, Any],
+    policy: RetryPolicy,
+) -> Any:
+    """POST a JSON payload, retrying transient failures, and return the decoded JSON reply."""
+    retrying = tenacity.AsyncRetrying(
+        stop=tenacity.stop_after_attempt(policy.max_attempts),
+        wait=policy.wait_before_retry,
+        retry=tenacity.retry_if_exception_type(TransientHTTPFailure),
+        sleep=policy.sleep,
+        before_sleep=lambda state: _log_retry(endpoint, policy, state),
+        reraise=True,
+    )
+    try:
+        response: httpx.Response = await retrying(_attempt_post, client, endpoint, payload)
+    except TransientHTTPFailure as failure:
+        raise JudgeError(
+            endpoint.describe(
+                f"gave up after {policy.max_attempts} attempts; last failure: {failure}. "
+                "The service may be overloaded or unreachable: try again later or lower the "
+                "concurrency."
+            )
+        ) from failure
+    if not response.is_success:
+        raise JudgeError(refusal_message(endpoint, response))
+    return _decode_json(endpoint, response)
+
+
+async def _attempt_post(
+    client: httpx.AsyncClient, endpoint: Endpoint, payload: Mapping[str, Any]
+) -> httpx.Response:
+    """Send once; raise TransientHTTPFailure for failures a retry may cure."""
+    try:
+        response = await client.post(endpoint.url, json=payload)
+    except TRANSIENT_TRANSPORT_ERRORS as exc:
+        raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
+    except httpx.HTTPError as exc:
+        raise JudgeError(
+            endpoint.describe(
+                f"could not send the request ({type(exc).__name__}: {exc}); check the base URL"
+            )
+        ) from exc
+    if is_transient_status(response.status_code):
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
+        raise TransientHTTPFailure(f"HTTP {response.status_code}", retry_after)
+    return response
+
+
+def _log_retry(endpoint: Endpoint, policy: RetryPolicy, state: tenacity.RetryCallState) -> None:
+    """Log one scheduled retry with its reason and delay, never the key."""
+    failure = state.outcome.exception() if state.outcome else None
+    delay = state.next_action.sleep if state.next_action else 0.0
+    logger.warning(
+        endpoint.describe(
+            f"{failure}; retrying in {delay:.1f} s "
+            f"(attempt {state.attempt_number + 1} of {policy.max_attempts})"
+        )
+    )
+
+
+def refusal_message(endpoint: Endpoint, response: httpx.Response) -> str:
+    """Explain a non-retryable HTTP status: the status, what to check, and the server's words."""
+    hint = _STATUS_HINTS.get(response.status_code, _DEFAULT_HINT).format(
+        key_source=endpoint.key_source
+    )
+    excerpt = response.text[:BODY_EXCERPT_CHARS]
+    return endpoint.describe(
+        f"HTTP {response.status_code} from {endpoint.url}: {hint}. Server said: {excerpt!r}"
+    )
+
+
+def _decode_json(endpoint: Endpoint, response: httpx.Response) -> Any:
+    """Decode a successful reply's JSON body, or raise JudgeError quoting its start."""
+    try:
+        return response.json()
+    except ValueError as exc:
+        excerpt = response.text[:BODY_EXCERPT_CHARS]
+        raise JudgeError(
+            endpoint.describe(
+                f"HTTP {response.status_code} reply is not JSON ({excerpt!r}); the service may "
+                "be misconfigured or the base URL may point elsewhere"
+            )
+        ) from exc
+
+
+async def gather_or_cancel(coroutines: Iterable[Awaitable[T]]) -> list[T]:
+    """Run awaitables concurrently; on any failure or cancellation, cancel and await the rest."""
+    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

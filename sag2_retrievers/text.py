@@ -1,0 +1,236 @@
+"""The analyzer: normalisation, tokens, stopwords, sentences and capitalised name phrases.
+
+One analyzer serves indexing, questions and expansion terms, so a term always matches the
+tokens it was derived from. Han text goes through jieba (HMM on). Latin-script
+runs are tokenised by a regular expression: dotted and hyphenated runs stay whole and also
+give their parts. On ASCII text this yields exactly jieba's tokens (tests/test_text.py proves
+it on generated and real text) at a fraction of the cost: jieba's dictionary holds no
+lowercase ASCII word but "c++" and "c#". Other scripts (Cyrillic, Greek, Devanagari, kana...)
+give runs of letters, digits and marks, where jieba would emit single characters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+ANALYZER_VERSION = "1"
+
+_ENGLISH = "the a an of in on at to for and or is are was were be by with from which what who how"
+_ENGLISH += " when where does do did that this it as"
+ENGLISH_STOPWORDS = frozenset(_ENGLISH.split(" "))
+_CHINESE = "的 了 是 在 和 与 或 哪 什么 哪个 哪些 如何 怎么 为什么 是否 这 那 一个 一种"
+_CHINESE += " 请 我 你 他 它 吗 呢 吧 地 得"
+CHINESE_STOPWORDS = frozenset(_CHINESE.split(" "))
+STOPWORDS = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
+
+_LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+_LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
+_ASCII_PUNCT = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_RUN = re.compile(
+    rf"(?P<latin>{_LATIN_RUN.pattern})|(?P<han>[{_HAN}]+)|(?P<other>[^\s{_ASCII_PUNCT}{_LATIN}{_HAN}]+)"
+)
+_JOINERS = re.compile(r"[.\-]")
+_NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
+_INITIAL_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.$")
+_UPPER = "".join(sorted({ch for ch in map(chr, range(0x250)) if ch.isupper()}))
+_CAPITALISED_WORD = rf"(?:(?:[{_UPPER}]\.)+|[{_UPPER}][\w'’\-]*)"
+_NAME_RUN = re.compile(
+    rf"(?<![\w'’\-.]){_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})+(?![\w'’\-]|\.\w)"
+)
+
+
+def normalize(text: str) -> str:
+    """NFKC-normalise and lowercase, the form every token is derived from."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def tokenize(text: str) -> list[str]:
+    """The analyzer's tokens of ``text`` in order, stopwords removed."""
+    return tokenize_normalized(normalize(text))
+
+
+def distinct_tokens(text: str, limit: int | None = None) -> list[str]:
+    """Distinct tokens in first-occurrence order, optionally the first ``limit`` of them."""
+    unique = list(dict.fromkeys(tokenize(text)))
+    return unique if limit is None else unique[:limit]
+
+
+def tokenize_normalized(normalized: str) -> list[str]:
+    """Tokens of already-normalised text; Latin-only text skips the per-script dispatch."""
+    if _NON_LATIN_WORD_CHAR.search(normalized) is None:
+        return _latin_tokens(_LATIN_RUN.findall(normalized))
+    tokens: list[str] = []
+    for match in _RUN.finditer(normalized):
+        if match.lastgroup == "han":
+            tokens.extend(_jieba_tokens(match.group()))
+        elif match.lastgroup == "other":
+            tokens.extend(_script_words(match.group()))
+        else:
+            tokens.extend(_latin_tokens([match.group()]))
+    return tokens
+
+
+def _latin_tokens(runs: list[str]) -> list[str]:
+    """Latin runs minus stopwords; a dotted or hyphenated run also gives its lettered parts."""
+    tokens: list[str] = []
+    for run in runs:
+        if run not in STOPWORDS:
+            tokens.append(run)
+        if "." in run or "-" in run:
+            tokens.extend(
+                part
+                for part in _JOINERS.split(run)
+                if len(part) >= 2 and part not in STOPWORDS and _has_letter(part)
+            )
+    return tokens
+
+
+def _script_words(segment: str) -> list[str]:
+    """Words of other scripts (Cyrillic, Greek, Devanagari...): runs of letters, digits, marks."""
+    words: list[str] = []
+    start = None
+    for position, ch in enumerate(segment + " "):
+        if unicodedata.category(ch)[0] in "LNM":
+            start = position if start is None else start
+        elif start is not None:
+            word = segment[start:position]
+            if _is_token(word):
+                words.append(word)
+            start = None
+    return words
+
+
+def _jieba_tokens(segment: str) -> list[str]:
+    """Segment a run of Han characters with jieba, adding dictionary sub-words of long words."""
+    tokens: list[str] = []
+    for word in _jieba().cut(segment, HMM=True):
+        if _is_token(word):
+            tokens.append(word)
+        if len(word) > 2:
+            tokens.extend(_cjk_subwords(word))
+    return tokens
+
+
+def _cjk_subwords(word: str) -> list[str]:
+    """2-character (3-character) dictionary sub-words of a CJK word longer than 2 (3)."""
+    freq = _jieba().FREQ
+    subs = [word[i : i + 2] for i in range(len(word) - 1) if freq.get(word[i : i + 2])]
+    if len(word) > 3:
+        subs += [word[i : i + 3] for i in range(len(word) - 2) if freq.get(word[i : i + 3])]
+    return [sub for sub in subs if sub not in STOPWORDS]
+
+
+def _is_token(piece: str) -> bool:
+    """A token holds a letter or digit and is not a stopword."""
+    return any(ch.isalnum() for ch in piece) and piece not in STOPWORDS
+
+
+def _has_letter(text: str) -> bool:
+    """True when the text holds at least one letter."""
+    return any(ch.isalpha() for ch in text)
+
+
+@functools.cache
+def _jieba() -> Any:
+    """jieba's default tokenizer, loaded once per process without printing anything."""
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        jieba.dt.initialize()
+    return jieba.dt
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """Sentence ranges: a break after ``.!?`` and whitespace (not after an initial), or newlines."""
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    for match in _SENTENCE_BREAK.finditer(text):
+        if match.group()[0] == "." and _INITIAL_BEFORE.search(text, 0, match.start() + 1):
+            continue
+        if text[start : match.start() + 1].strip():
+            ranges.append((start, match.start() + 1))
+        start = match.end()
+    if text[start:].strip():
+        ranges.append((start, len(text)))
+    return ranges
+
+
+def name_runs(sentence: str) -> list[tuple[int, int]]:
+    """Ranges of maximal runs of >= 2 capitalised words (initials count; Jean-Luc is one word)."""
+    return [match.span() for match in _NAME_RUN.finditer(sentence)]
+
+
+@dataclass(frozen=True)
+class UnitAnalysis:
+    """What indexing and term selection need from one unit's body, computed once at ingest.
+
+    ``tokens`` is the body's token stream (for FTS5). ``sentences`` holds, per sentence, its
+    expansion units: each name phrase once (its tokens joined by spaces) and the remaining
+    single tokens, with repetitions.
+    """
+
+    tokens: tuple[str, ...]
+    sentences: tuple[tuple[str, ...], ...]
+
+
+def analyze_body(body: str) -> UnitAnalysis:
+    """Tokenise a unit's body and derive each sentence's expansion units (names as phrases)."""
+    nfkc = unicodedata.normalize("NFKC", body)
+    tokens: list[str] = []
+    sentences: list[tuple[str, ...]] = []
+    for start, end in split_sentences(nfkc):
+        sentence = nfkc[start:end]
+        sentence_tokens = tokenize_normalized(sentence.lower())
+        tokens.extend(sentence_tokens)
+        sentences.append(expansion_units(sentence, sentence_tokens))
+    return UnitAnalysis(tuple(tokens), tuple(sentences))
+
+
+def expansion_units(sentence: str, sentence_tokens: list[str]) -> tuple[str, ...]:
+    """A sentence's name phrases (one unit each) and the tokens left outside those names.
+
+    Runs begin and end at word boundaries, so a run's tokens are exactly the sentence tokens
+    it covers, and removing them once each leaves the tokens outside the names.
+    """
+    names: list[str] = []
+    rest = sentence_tokens
+    for run_start, run_end in name_runs(sentence):
+        words = tokenize_normalized(sentence[run_start:run_end].lower())
+        remaining = _without(rest, words) if len(words) >= 2 else None
+        if remaining is not None:
+            names.append(" ".join(words))
+            rest = remaining
+    return (*names, *rest)
+
+
+def _without(tokens: list[str], words: list[str]) -> list[str] | None:
+    """``tokens`` with one occurrence of each word removed, or None if some word is missing."""
+    remaining = list(tokens)
+    for word in words:
+        try:
+            remaining.remove(word)
+        except ValueError:
+            return None
+    return remaining
+
+
+def fold_accents(text: str) -> str:
+    """Casefold and strip diacritics, the form title aliases are compared in."""
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return stripped.translate(_UNDECOMPOSABLE)
+
+
+_UNDECOMPOSABLE = str.maketrans(
+    {"ł": "l", "ø": "o", "đ": "d", "ß": "ss", "æ": "ae", "œ": "oe", "ı": "i", "þ": "th"}
+)
