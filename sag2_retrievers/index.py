@@ -135,8 +135,8 @@ class SQLiteIndex:
             return sum(_insert_document(connection, item) for item in prepared)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
-        """Delete documents (and their units) by id in one transaction; returns documents removed."""
-        ids = [doc_id for doc_id in dict.fromkeys(doc_ids)]
+        """Delete documents and their units by id, in one transaction; returns documents removed."""
+        ids = list(dict.fromkeys(doc_ids))
         for doc_id in ids:
             if not isinstance(doc_id, str):
                 raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
@@ -309,10 +309,7 @@ class SQLiteIndex:
 
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of the given documents, keyed by id."""
-        rows = self._connection().execute(
-            "SELECT doc_id, metadata FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(doc_ids)),),
-        )
+        rows = self._connection().execute(sql.METADATA_SQL, (json.dumps(list(doc_ids)),))
         return {doc_id: json.loads(metadata) for doc_id, metadata in rows}
 
     # -- lexical repair --------------------------------------------------------------------
