@@ -296,13 +296,7 @@ class SQLiteIndex:
 
     def document(self, doc_id: str) -> Document | None:
         """The stored source document with this id, or None."""
-        row = (
-            self._connection()
-            .execute(
-                "SELECT doc_id, text, title, metadata FROM documents WHERE doc_id = ?", (doc_id,)
-            )
-            .fetchone()
-        )
+        row = self._connection().execute(sql.DOCUMENT_SQL, (doc_id,)).fetchone()
         if row is None:
             return None
         return Document(row[0], row[1], row[2], json.loads(row[3]))
@@ -488,7 +482,7 @@ def _filter_value(key: str, value: object) -> FilterValue:
     if value is None or isinstance(value, (str, int, float)):
         return int(value) if isinstance(value, bool) else value
     raise InvalidInputError(
-        f"filter {key!r}: value {value!r} must be a string, number, boolean, None or a list of those"
+        f"filter {key!r}: value {value!r} must be a string, number, boolean, None, or a list"
     )
 
 

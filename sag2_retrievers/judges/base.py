@@ -144,7 +144,7 @@ class Judge(abc.ABC):
         self.usage.add(judgments=len(scores))
         return [float(s) for s in scores]
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook; most judges hold nothing
         """Release network clients or models; the default judge holds nothing."""
 
 
