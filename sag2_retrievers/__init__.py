@@ -3,6 +3,7 @@
 from ._schema import IndexSettings
 from .config import SAG2Config
 from .documents import Document, Unit
+from .engine import SAG2Engine
 from .errors import (
     IndexSettingsMismatchError,
     IndexUnavailableError,
@@ -14,6 +15,7 @@ from .errors import (
 )
 from .index import SearchHit, SQLiteIndex
 from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
+from .results import RetrievalResult, RetrievedUnit, RoundTrace
 
 __version__ = "0.1.0"
 
@@ -30,7 +32,11 @@ __all__ = [
     "JudgeError",
     "JudgeRequest",
     "RemoteJudgeRefusedError",
+    "RetrievalResult",
+    "RetrievedUnit",
+    "RoundTrace",
     "SAG2Config",
+    "SAG2Engine",
     "SAG2Error",
     "SQLiteIndex",
     "SearchHit",

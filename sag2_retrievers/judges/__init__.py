@@ -1,0 +1,33 @@
+"""Evidence judges: the contract, deterministic fakes, hosted JEV, self-hosted LLMs, a cache."""
+
+from .base import (
+    DEFAULT_INSTRUCTION,
+    REASSESS_NOTE,
+    Candidate,
+    ContextPassage,
+    Judge,
+    JudgeRequest,
+    Usage,
+    UsageSnapshot,
+)
+from .cache import CachedJudge
+from .fake import OverlapJudge, ScriptedJudge
+from .jev import JEVJudge, jev_from_env
+from .openai_compat import OpenAICompatJudge
+
+__all__ = [
+    "DEFAULT_INSTRUCTION",
+    "REASSESS_NOTE",
+    "CachedJudge",
+    "Candidate",
+    "ContextPassage",
+    "JEVJudge",
+    "Judge",
+    "JudgeRequest",
+    "OpenAICompatJudge",
+    "OverlapJudge",
+    "ScriptedJudge",
+    "Usage",
+    "UsageSnapshot",
+    "jev_from_env",
+]

@@ -1,0 +1,171 @@
+"""Read user corpora (JSON lists, title -> sentences dicts, JSONL) and add them to an index."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .documents import Document
+from .errors import InvalidInputError
+from .eval.datasets import Passage
+from .index import SQLiteIndex
+
+JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
+DEFAULT_BATCH_SIZE = 2_000
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What an ingest did: records read, batches committed, and units written."""
+
+    records: int
+    batches: int
+    units_written: int
+
+
+def read_corpus(path: str | os.PathLike[str]) -> Iterator[Document]:
+    """Yield the documents of a corpus file, streaming JSONL line by line.
+
+    Accepted shapes: a JSON list of ``{title, text}`` records (HippoRAG), a JSON object mapping
+    each title to a list of sentences (HotpotQA), or JSONL with one ``{id?, title?, text,
+    metadata?}`` object per line. A record without ``id`` gets its passage's content id
+    (``Passage.doc_id``), so the same title and text always get the same id.
+    """
+    corpus = Path(path)
+    if not corpus.is_file():
+        raise InvalidInputError(f"corpus file {str(corpus)!r} does not exist or is not a file")
+    if corpus.suffix.lower() in JSONL_SUFFIXES or _looks_like_jsonl(corpus):
+        return _read_jsonl(corpus)
+    return _read_json(corpus)
+
+
+def document_from_record(record: Any, where: str) -> Document:
+    """Build a document from one ``{id?, title?, text, metadata?}`` record, naming it on error."""
+    if not isinstance(record, Mapping):
+        raise InvalidInputError(
+            f"{where}: expected an object with a `text` field, got {type(record).__name__}"
+        )
+    text, title = record.get("text"), record.get("title", "")
+    metadata = record.get("metadata", {})
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where}: needs a string `text` field")
+    if not isinstance(title, str):
+        raise InvalidInputError(f"{where}: `title` must be a string")
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"{where}: `metadata` must be an object")
+    doc_id = _record_id(record, where) or Passage(title, text).doc_id
+    try:
+        return Document(doc_id, text, title, dict(metadata))
+    except InvalidInputError as error:
+        raise InvalidInputError(f"{where}: {error}") from error
+
+
+def add_in_batches(
+    index: SQLiteIndex,
+    documents: Iterable[Document],
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_batch: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Add documents in batches of ``batch_size``, one transaction each, calling ``on_batch``.
+
+    A later record with the same id replaces an earlier one, inside a batch as across batches
+    (upsert). An interrupted ingest keeps every batch committed before the interruption.
+    """
+    if batch_size < 1:
+        raise InvalidInputError(f"batch size must be at least 1, got {batch_size}")
+    records = batches = units = 0
+    batch: dict[str, Document] = {}
+    for document in documents:
+        records += 1
+        batch[document.id] = document
+        if len(batch) >= batch_size:
+            units += _commit(index, batch, on_batch)
+            batches += 1
+    if batch:
+        units += _commit(index, batch, on_batch)
+        batches += 1
+    return IngestReport(records, batches, units)
+
+
+def _commit(
+    index: SQLiteIndex, batch: dict[str, Document], on_batch: Callable[[int], None] | None
+) -> int:
+    """Write one batch, empty it, and report how many documents it held."""
+    units = index.add_documents(batch.values())
+    if on_batch is not None:
+        on_batch(len(batch))
+    batch.clear()
+    return units
+
+
+def _looks_like_jsonl(path: Path) -> bool:
+    """True when a file with an unknown suffix holds a complete JSON object on its first line."""
+    if path.suffix.lower() == ".json":
+        return False
+    with path.open(encoding="utf-8") as handle:
+        first = next((line for line in handle if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _read_jsonl(path: Path) -> Iterator[Document]:
+    """Documents of a JSONL file, one per non-blank line; errors name the line number."""
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}: line {number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise InvalidInputError(f"{where}: not valid JSON ({error.msg})") from error
+            yield document_from_record(record, where)
+
+
+def _read_json(path: Path) -> Iterator[Document]:
+    """Documents of a whole-file JSON corpus: a list of records or a title -> sentences dict."""
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise InvalidInputError(
+            f"{path}: not valid JSON ({error}); JSONL files need a .jsonl suffix"
+        ) from error
+    if isinstance(payload, list):
+        return (
+            document_from_record(record, f"{path}: record {number}")
+            for number, record in enumerate(payload, start=1)
+        )
+    if isinstance(payload, dict):
+        return (_document_from_sentences(title, sentences, path) for title, sentences in payload.items())
+    raise InvalidInputError(
+        f"{path}: expected a JSON list of {{title, text}} records, a JSON object mapping titles "
+        f"to sentence lists, or JSONL; got a JSON {type(payload).__name__}"
+    )
+
+
+def _document_from_sentences(title: str, sentences: Any, path: Path) -> Document:
+    """A HotpotQA corpus entry as a document: the sentences joined, as HippoRAG does."""
+    if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+        raise InvalidInputError(f"{path}: entry {title!r}: value must be a list of sentence strings")
+    text = "".join(sentences)
+    try:
+        return Document(Passage(title, text).doc_id, text, title)
+    except InvalidInputError as error:
+        raise InvalidInputError(f"{path}: entry {title!r}: {error}") from error
+
+
+def _record_id(record: Mapping[str, Any], where: str) -> str | None:
+    """The record's explicit id as a string (integers allowed), or None when absent."""
+    value = record.get("id")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInputError(f"{where}: `id` must be a string or an integer, got {value!r}")
+    return str(value)

@@ -1,0 +1,143 @@
+"""An offline judge: sentence-embedding similarity, calibrated into a yes-probability.
+
+`LocalJudge` needs no network and no API key: it embeds the question and each candidate with
+all-MiniLM-L6-v2 (int8 ONNX, on the CPU) and maps their cosine similarity to a probability
+with a logistic curve fitted on MuSiQue training questions. It reads neither the instruction
+nor the note: it judges topical closeness, a much weaker signal than an LLM judge's reading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import numpy as np
+
+from ..errors import InvalidInputError
+from ._embeddings import (
+    MODEL_NAME,
+    CachedEncoder,
+    EmbeddingCache,
+    MiniLMEncoder,
+    Vectors,
+)
+from .base import Judge, JudgeRequest
+
+Variant = Literal["question", "question+context"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A logistic map from similarity to probability: p = 1 / (1 + exp(-(slope * s + intercept)))."""
+
+    slope: float
+    intercept: float
+
+    def probabilities(self, similarities: Vectors) -> list[float]:
+        """The yes-probability of each similarity, clipped into [0, 1] against rounding."""
+        logits = self.slope * similarities.astype(np.float64) + self.intercept
+        return [float(p) for p in np.clip(1.0 / (1.0 + np.exp(-logits)), 0.0, 1.0)]
+
+
+# Fitted by `python benchmarks/local_judge_variants.py fit`: logistic regression of
+# is_supporting on the similarity over every (question, candidate) pair of the BM25 top-100
+# pools of the 100 MuSiQue train-fixture questions (hipporag_musique_train_fixture*.json),
+# never on the dev questions used for evaluation.
+CALIBRATIONS: dict[Variant, Calibration] = {
+    "question": Calibration(slope=13.90, intercept=-7.85),
+    "question+context": Calibration(slope=13.90, intercept=-7.85),
+}
+
+# Weight of the shared context in the context-augmented query (chosen on the train fixture).
+CONTEXT_WEIGHT = 0.5
+
+
+class LocalJudge(Judge):
+    """Scores candidates by calibrated embedding similarity to the question, on this machine.
+
+    Variants: ``"question"`` uses cos(question, passage) alone; ``"question+context"`` also
+    lets the shared context pull the query towards the passages already found, see
+    `context_query`. Passage embeddings are cached in memory and, given ``cache_path``, in the
+    SQLite table ``embedding_cache`` (it may be the index file), so each passage is encoded
+    once per model. Pass ``encoder`` to share one loaded model between judges.
+    """
+
+    sends_data_off_machine = False
+
+    def __init__(
+        self,
+        variant: Variant = "question",
+        *,
+        cache_path: str | os.PathLike[str] | None = None,
+        threads: int = 2,
+        memory_cache_size: int = 20_000,
+        encoder: MiniLMEncoder | None = None,
+    ) -> None:
+        super().__init__()
+        if variant not in get_args(Variant):
+            raise InvalidInputError(
+                f"unknown local judge variant {variant!r}; choose one of {get_args(Variant)}"
+            )
+        self.variant: Variant = variant
+        model = encoder if encoder is not None else MiniLMEncoder(threads=threads)
+        cache = EmbeddingCache(model.model_key, cache_path, memory_cache_size)
+        self._embedder = CachedEncoder(model, cache)
+
+    def __repr__(self) -> str:
+        return f"LocalJudge(variant={self.variant!r}, embedder={self._embedder!r})"
+
+    @property
+    def identity(self) -> str:
+        """The judge, its model and its variant, e.g. ``"local:all-MiniLM-L6-v2-int8:question"``."""
+        return f"local:{MODEL_NAME}:{self.variant}"
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        """Embed and score off the event loop, since encoding is CPU-bound."""
+        return await asyncio.to_thread(self.score_now, request)
+
+    def score_now(self, request: JudgeRequest) -> list[float]:
+        """Score a request synchronously (the work behind `score`, without usage counting)."""
+        candidates = [passage_text(c.title, c.text) for c in request.candidates]
+        use_context = self.variant == "question+context" and bool(request.context)
+        context = [passage_text(c.title, c.text) for c in request.context] if use_context else []
+        vectors = self._embedder.embed([request.question, *candidates, *context])
+        question = vectors[0]
+        passages = vectors[1 : 1 + len(candidates)]
+        if use_context:
+            weights = np.array([_context_weight(c.previous_score) for c in request.context])
+            question = context_query(question, vectors[1 + len(candidates) :], weights)
+        return CALIBRATIONS[self.variant].probabilities(passages @ question)
+
+    def close(self) -> None:
+        """Close the embedding cache's SQLite connection."""
+        self._embedder.cache.close()
+
+    async def aclose(self) -> None:
+        """Release the cache; the model itself holds no external resource."""
+        self.close()
+
+
+def passage_text(title: str, text: str) -> str:
+    """What is embedded for a passage: its title, a full stop, then its text."""
+    return f"{title}. {text}" if title else text
+
+
+def context_query(question: Vectors, context: Vectors, weights: Vectors) -> Vectors:
+    """The question vector moved towards the weighted mean of the context vectors, unit length.
+
+    q' = normalise(q + CONTEXT_WEIGHT * sum(w_j c_j) / sum(w_j)). A second-hop passage shares
+    little with the question but much with the passage that names its entity, so the mix lets
+    it rise; weights keep low-scored context from pulling the query.
+    """
+    total = float(weights.sum())
+    if total <= 0.0:
+        return question
+    mixed = question + CONTEXT_WEIGHT * (weights @ context) / total
+    return (mixed / max(float(np.linalg.norm(mixed)), 1e-12)).astype(np.float32)
+
+
+def _context_weight(previous_score: float | None) -> float:
+    """A context passage's weight: its previous score when known, else 1."""
+    return 1.0 if previous_score is None else max(previous_score, 0.0)
