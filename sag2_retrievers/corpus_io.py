@@ -143,7 +143,9 @@ def _read_json(path: Path) -> Iterator[Document]:
             for number, record in enumerate(payload, start=1)
         )
     if isinstance(payload, dict):
-        return (_document_from_sentences(title, sentences, path) for title, sentences in payload.items())
+        return (
+            _document_from_sentences(title, sentences, path) for title, sentences in payload.items()
+        )
     raise InvalidInputError(
         f"{path}: expected a JSON list of {{title, text}} records, a JSON object mapping titles "
         f"to sentence lists, or JSONL; got a JSON {type(payload).__name__}"
@@ -153,7 +155,9 @@ def _read_json(path: Path) -> Iterator[Document]:
 def _document_from_sentences(title: str, sentences: Any, path: Path) -> Document:
     """A HotpotQA corpus entry as a document: the sentences joined, as HippoRAG does."""
     if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
-        raise InvalidInputError(f"{path}: entry {title!r}: value must be a list of sentence strings")
+        raise InvalidInputError(
+            f"{path}: entry {title!r}: value must be a list of sentence strings"
+        )
     text = "".join(sentences)
     try:
         return Document(Passage(title, text).doc_id, text, title)

@@ -40,7 +40,6 @@ _RUN = re.compile(
 _JOINERS = re.compile(r"[.\-]")
 _NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
-_INITIAL_BEFORE = re.compile(r"(?:^|[^A-Za-z])[A-Z]\.$")
 _UPPER = "".join(sorted({ch for ch in map(chr, range(0x250)) if ch.isupper()}))
 _CAPITALISED_WORD = rf"(?:(?:[{_UPPER}]\.)+|[{_UPPER}][\w'’\-]*)"
 _NAME_RUN = re.compile(
@@ -64,9 +63,14 @@ def distinct_tokens(text: str, limit: int | None = None) -> list[str]:
     return unique if limit is None else unique[:limit]
 
 
-def tokenize_normalized(normalized: str) -> list[str]:
-    """Tokens of already-normalised text; Latin-only text skips the per-script dispatch."""
-    if _NON_LATIN_WORD_CHAR.search(normalized) is None:
+def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list[str]:
+    """Tokens of already-normalised text; Latin-only text skips the per-script dispatch.
+
+    ``latin_only`` may be passed when the caller already checked a larger enclosing text.
+    """
+    if latin_only is None:
+        latin_only = is_latin_only(normalized)
+    if latin_only:
         return _latin_tokens(_LATIN_RUN.findall(normalized))
     tokens: list[str] = []
     for match in _RUN.finditer(normalized):
@@ -79,8 +83,15 @@ def tokenize_normalized(normalized: str) -> list[str]:
     return tokens
 
 
+def is_latin_only(normalized: str) -> bool:
+    """True when every letter and digit of the text is Latin (no jieba or script handling)."""
+    return _NON_LATIN_WORD_CHAR.search(normalized) is None
+
+
 def _latin_tokens(runs: list[str]) -> list[str]:
     """Latin runs minus stopwords; a dotted or hyphenated run also gives its lettered parts."""
+    if not any("." in run or "-" in run for run in runs):
+        return [run for run in runs if run not in STOPWORDS]
     tokens: list[str] = []
     for run in runs:
         if run not in STOPWORDS:
@@ -155,14 +166,22 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
     ranges: list[tuple[int, int]] = []
     start = 0
     for match in _SENTENCE_BREAK.finditer(text):
-        if match.group()[0] == "." and _INITIAL_BEFORE.search(text, 0, match.start() + 1):
+        mark = match.start()
+        if text[mark] == "." and _follows_initial(text, mark):
             continue
-        if text[start : match.start() + 1].strip():
-            ranges.append((start, match.start() + 1))
+        end = mark if text[mark] == "\n" else mark + 1
+        if text[start:end].strip():
+            ranges.append((start, end))
         start = match.end()
     if text[start:].strip():
         ranges.append((start, len(text)))
     return ranges
+
+
+def _follows_initial(text: str, dot: int) -> bool:
+    """True when the period at ``dot`` ends a single capital initial such as "J." or "U.S."."""
+    before = text[dot - 2] if dot >= 2 else " "
+    return dot >= 1 and "A" <= text[dot - 1] <= "Z" and not before.isalpha()
 
 
 def name_runs(sentence: str) -> list[tuple[int, int]]:
@@ -186,31 +205,40 @@ class UnitAnalysis:
 def analyze_body(body: str) -> UnitAnalysis:
     """Tokenise a unit's body and derive each sentence's expansion units (names as phrases)."""
     nfkc = unicodedata.normalize("NFKC", body)
+    lowered = nfkc.lower()
+    if len(lowered) != len(nfkc):
+        lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
+    latin_only = is_latin_only(lowered)
+    runs = name_runs(nfkc)
     tokens: list[str] = []
     sentences: list[tuple[str, ...]] = []
     for start, end in split_sentences(nfkc):
-        sentence = nfkc[start:end]
-        sentence_tokens = tokenize_normalized(sentence.lower())
+        sentence_tokens = tokenize_normalized(lowered[start:end], latin_only)
         tokens.extend(sentence_tokens)
-        sentences.append(expansion_units(sentence, sentence_tokens))
+        names = [
+            tokenize_normalized(lowered[a:b], latin_only)
+            for a, b in runs
+            if start <= a and b <= end
+        ]
+        sentences.append(expansion_units(names, sentence_tokens))
     return UnitAnalysis(tuple(tokens), tuple(sentences))
 
 
-def expansion_units(sentence: str, sentence_tokens: list[str]) -> tuple[str, ...]:
+def expansion_units(names: list[list[str]], sentence_tokens: list[str]) -> tuple[str, ...]:
     """A sentence's name phrases (one unit each) and the tokens left outside those names.
 
-    Runs begin and end at word boundaries, so a run's tokens are exactly the sentence tokens
-    it covers, and removing them once each leaves the tokens outside the names.
+    ``names`` holds the tokens of each capitalised run in the sentence. Runs begin and end at
+    word boundaries, so a run's tokens are exactly the sentence tokens it covers; removing
+    them once each leaves the tokens outside the names.
     """
-    names: list[str] = []
+    phrases: list[str] = []
     rest = sentence_tokens
-    for run_start, run_end in name_runs(sentence):
-        words = tokenize_normalized(sentence[run_start:run_end].lower())
+    for words in names:
         remaining = _without(rest, words) if len(words) >= 2 else None
         if remaining is not None:
-            names.append(" ".join(words))
+            phrases.append(" ".join(words))
             rest = remaining
-    return (*names, *rest)
+    return (*phrases, *rest)
 
 
 def _without(tokens: list[str], words: list[str]) -> list[str] | None:

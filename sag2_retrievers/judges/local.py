@@ -99,6 +99,10 @@ class LocalJudge(Judge):
 
     def score_now(self, request: JudgeRequest) -> list[float]:
         """Score a request synchronously (the work behind `score`, without usage counting)."""
+        return CALIBRATIONS[self.variant].probabilities(self.similarities(request))
+
+    def similarities(self, request: JudgeRequest) -> Vectors:
+        """The variant's similarity of each candidate, before calibration."""
         candidates = [passage_text(c.title, c.text) for c in request.candidates]
         use_context = self.variant == "question+context" and bool(request.context)
         context = [passage_text(c.title, c.text) for c in request.context] if use_context else []
@@ -106,9 +110,11 @@ class LocalJudge(Judge):
         question = vectors[0]
         passages = vectors[1 : 1 + len(candidates)]
         if use_context:
-            weights = np.array([_context_weight(c.previous_score) for c in request.context])
-            question = context_query(question, vectors[1 + len(candidates) :], weights)
-        return CALIBRATIONS[self.variant].probabilities(passages @ question)
+            context_vectors = vectors[1 + len(candidates) :]
+            weights = context_weights(request, context_vectors @ question)
+            question = context_query(question, context_vectors, weights)
+        similarities: Vectors = passages @ question
+        return similarities
 
     def close(self) -> None:
         """Close the embedding cache's SQLite connection."""
@@ -138,6 +144,17 @@ def context_query(question: Vectors, context: Vectors, weights: Vectors) -> Vect
     return (mixed / max(float(np.linalg.norm(mixed)), 1e-12)).astype(np.float32)
 
 
-def _context_weight(previous_score: float | None) -> float:
-    """A context passage's weight: its previous score when known, else 1."""
-    return 1.0 if previous_score is None else max(previous_score, 0.0)
+def context_weights(request: JudgeRequest, similarities: Vectors) -> Vectors:
+    """Each context passage's weight: its previous score, else its question-only probability.
+
+    Round 1's context mixes judged seeds with unjudged new candidates; weighing the latter by
+    their own closeness to the question keeps unrelated ones from pulling the query.
+    """
+    own = CALIBRATIONS["question"].probabilities(similarities)
+    return np.array(
+        [
+            own[position] if passage.previous_score is None else passage.previous_score
+            for position, passage in enumerate(request.context)
+        ],
+        dtype=np.float32,
+    )

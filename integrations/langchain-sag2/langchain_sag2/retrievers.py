@@ -1,0 +1,458 @@
+"""SAG2Retriever: LangChain's face of SAG2 multi-hop retrieval over one SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from pydantic import Field, PrivateAttr
+from sag2_retrievers import (
+    IndexSettings,
+    InvalidInputError,
+    Judge,
+    JudgeConfigurationError,
+    RetrievalResult,
+    RetrievedUnit,
+    RoundTrace,
+    SAG2Config,
+    SAG2Engine,
+    SAG2Error,
+    SQLiteIndex,
+)
+from sag2_retrievers import Document as SourceDocument
+from sag2_retrievers.index import Filters
+
+ROUND_EVENT = "sag2_round"
+RESULT_EVENT = "sag2_result"
+
+Report = tuple[str, str, dict[str, Any]]
+
+
+class SAG2Retriever(BaseRetriever):
+    """SAG2 multi-hop retriever: BM25 candidates in SQLite, judged and expanded over rounds.
+
+    Each query runs the SAG2 rounds of ``sag2-retrievers``: BM25 candidates from one SQLite
+    FTS5 file, a yes/no evidence judge, and passage-term-passage expansion, returning up to
+    ``k`` source documents. Documents are stored whole and split into chunks near 2,200
+    characters; a result's ``page_content`` is the best chunk of its source document.
+
+    Setup:
+        Install ``langchain-sag2``. With ``judge=None`` the retriever uses the offline local
+        judge, which needs the core's ``local`` extra; any other judge can be passed in.
+
+        ```bash
+        pip install -U langchain-sag2 "sag2-retrievers[local]"
+        ```
+
+    Key init args:
+        k: int
+            Number of source documents to return (default 10); ``invoke(query, k=3)``
+            overrides it for one call.
+        judge: sag2_retrievers.judges.Judge | None
+            The evidence judge. ``None`` builds the offline local judge, which caches
+            passage embeddings in the index file.
+        config: SAG2Config
+            Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
+        db_path: str | Path | None
+            The SQLite index file, created if missing and reopened if present. ``None``
+            makes a temporary file, deleted by ``close()`` or when the retriever is
+            garbage-collected.
+        index_settings: IndexSettings | None
+            Settings for a new file (chunk size); ``None`` adopts an existing file's.
+        title_key: str | None
+            Metadata key whose string value becomes the document title (default
+            ``"title"``); titles are searched and shown to the judge.
+
+    Instantiate:
+        ```python
+        from langchain_sag2 import SAG2Retriever
+        from sag2_retrievers.judges import OverlapJudge
+
+        retriever = SAG2Retriever.from_texts(
+            [
+                "Gustave Eiffel was born in Dijon in 1832.",
+                "The Eiffel Tower was designed by the company of Gustave Eiffel.",
+            ],
+            metadatas=[{"title": "Gustave Eiffel"}, {"title": "Eiffel Tower"}],
+            db_path="eiffel.sqlite",
+            judge=OverlapJudge(),  # a deterministic test judge; omit for the local judge
+            k=2,
+        )
+        # Later, or in another process:
+        retriever = SAG2Retriever(db_path="eiffel.sqlite", judge=OverlapJudge())
+        ```
+
+    Usage:
+        ```python
+        docs = retriever.invoke("Where was the designer of the Eiffel Tower born?")
+        docs[0].id, docs[0].metadata["score"], docs[0].metadata["start_index"]
+        retriever.invoke("Who designed the tower?", k=1, filter={"title": "Eiffel Tower"})
+        ```
+
+        Each result's ``metadata`` is the stored metadata plus ``score`` (the judge's
+        probability), ``doc_id``, ``start_index`` / ``end_index`` (offsets of
+        ``page_content`` in the source text), ``sag2_round`` (0 = initial BM25 list) and
+        ``sag2_rank`` (1-based rank among all chunks). These keys override stored metadata
+        of the same name.
+
+    Use within a chain:
+        ```python
+        from langchain_core.output_parsers import StrOutputParser
+        from langchain_core.prompts import ChatPromptTemplate
+        from langchain_core.runnables import RunnablePassthrough
+
+        prompt = ChatPromptTemplate.from_template(
+            "Answer using only the context.\\n\\nContext: {context}\\n\\nQuestion: {question}"
+        )
+
+
+        def format_docs(docs):
+            return "\\n\\n".join(doc.page_content for doc in docs)
+
+
+        chain = (
+            {"context": retriever | format_docs, "question": RunnablePassthrough()}
+            | prompt
+            | llm
+            | StrOutputParser()
+        )
+        chain.invoke("Where was the designer of the Eiffel Tower born?")
+        ```
+    """
+
+    k: int = Field(default=10, ge=0)
+    """Number of source documents to return; ``invoke(query, k=...)`` overrides it."""
+    judge: Judge | None = None
+    """The evidence judge; ``None`` builds the offline local judge at construction."""
+    config: SAG2Config = Field(default_factory=SAG2Config, repr=False)
+    """Retrieval parameters; the paper's defaults."""
+    db_path: Path | None = None
+    """The SQLite index file; ``None`` creates a temporary one (set here after construction)."""
+    index_settings: IndexSettings | None = None
+    """Settings for a new index file; ``None`` adopts those stored in an existing file."""
+    title_key: str | None = "title"
+    """Metadata key whose string value is stored as the document's title."""
+    allow_remote_judges: bool | None = None
+    """Refuse judges that send text off the machine when False (None: environment decides)."""
+
+    _index: SQLiteIndex = PrivateAttr()
+    _engine: SAG2Engine = PrivateAttr()
+    _scratch: tempfile.TemporaryDirectory[str] | None = PrivateAttr(default=None)
+    _closed: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Open or create the index file, build the default judge if needed, start the engine."""
+        super().model_post_init(context)
+        if self.db_path is None:
+            self._scratch = tempfile.TemporaryDirectory(
+                prefix="sag2-langchain-", ignore_cleanup_errors=True
+            )
+            self.db_path = Path(self._scratch.name) / "index.sqlite"
+        self._index = SQLiteIndex(self.db_path, self.index_settings)
+        try:
+            if self.judge is None:
+                self.judge = _local_judge(self.db_path)
+            self._engine = SAG2Engine(
+                self._index, self.judge, self.config, allow_remote_judges=self.allow_remote_judges
+            )
+        except BaseException:
+            self._release()
+            raise
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: Iterable[str],
+        metadatas: Iterable[Mapping[str, Any]] | None = None,
+        ids: Sequence[str] | None = None,
+        *,
+        db_path: str | os.PathLike[str] | None = None,
+        judge: Judge | None = None,
+        **kwargs: Any,
+    ) -> SAG2Retriever:
+        """Index one document per text (with optional metadata and ids) and return a retriever."""
+        text_list = list(texts)
+        metadata_list = [{}] * len(text_list) if metadatas is None else list(metadatas)
+        if len(metadata_list) != len(text_list):
+            raise InvalidInputError(
+                f"got {len(metadata_list)} metadatas for {len(text_list)} texts; "
+                "pass one metadata mapping per text"
+            )
+        documents = [
+            Document(page_content=text, metadata=dict(metadata))
+            for text, metadata in zip(text_list, metadata_list, strict=True)
+        ]
+        return cls.from_documents(documents, ids, db_path=db_path, judge=judge, **kwargs)
+
+    @classmethod
+    def from_documents(
+        cls,
+        documents: Iterable[Document],
+        ids: Sequence[str] | None = None,
+        *,
+        db_path: str | os.PathLike[str] | None = None,
+        judge: Judge | None = None,
+        **kwargs: Any,
+    ) -> SAG2Retriever:
+        """Index LangChain documents (upserting by id) and return a retriever over them."""
+        retriever = cls(db_path=db_path, judge=judge, **kwargs)
+        try:
+            retriever.add_documents(documents, ids)
+        except BaseException:
+            retriever.close()
+            raise
+        return retriever
+
+    # -- documents -------------------------------------------------------------------------
+
+    @property
+    def index(self) -> SQLiteIndex:
+        """The underlying index, for stats, ``optimize()`` or reading stored documents."""
+        self._require_open()
+        return self._index
+
+    def add_documents(
+        self, documents: Iterable[Document], ids: Sequence[str] | None = None
+    ) -> list[str]:
+        """Insert or replace documents by id in one transaction; returns their ids in order.
+
+        The id is ``ids[i]`` if given, else ``document.id``, else a hash of the text and
+        metadata, so re-adding identical content changes nothing.
+        """
+        self._require_open()
+        batch = list(documents)
+        doc_ids = _document_ids(batch, ids)
+        records = [
+            self._source_document(doc_id, document)
+            for doc_id, document in zip(doc_ids, batch, strict=True)
+        ]
+        self._index.add_documents(_without_repeats(records))
+        return doc_ids
+
+    def delete(self, ids: Iterable[str]) -> int:
+        """Delete documents (with all their chunks) by id; returns how many were stored."""
+        self._require_open()
+        return self._index.delete(ids)
+
+    def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
+        """The core record of a LangChain document: text, title from metadata, metadata."""
+        metadata = dict(document.metadata)
+        title = metadata.get(self.title_key) if self.title_key else None
+        return SourceDocument(
+            doc_id,
+            document.page_content,
+            title if isinstance(title, str) else "",
+            metadata,
+        )
+
+    # -- retrieval -------------------------------------------------------------------------
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filter: Filters | None = None,
+    ) -> list[Document]:
+        """Run SAG2 on the engine's loop thread, then report its rounds to the run manager."""
+        engine = self._open_engine()
+        result = engine.retrieve(query, self.k if k is None else k, filters=filter)
+        if run_manager.handlers or run_manager.inheritable_handlers:
+            events = run_manager.get_child()
+            for name, text, data in _reports(result, self._unit_sources(result)):
+                run_manager.on_text(text)
+                events.on_custom_event(name, data, run_id=run_manager.run_id)
+        return [_langchain_document(hit) for hit in result.hits]
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        filter: Filters | None = None,
+    ) -> list[Document]:
+        """Run SAG2 on the caller's event loop, then report its rounds to the run manager."""
+        engine = self._open_engine()
+        result = await engine.aretrieve(query, self.k if k is None else k, filters=filter)
+        if run_manager.handlers or run_manager.inheritable_handlers:
+            events = run_manager.get_child()
+            sources = await asyncio.to_thread(self._unit_sources, result)
+            for name, text, data in _reports(result, sources):
+                await run_manager.on_text(text)
+                await events.on_custom_event(name, data, run_id=run_manager.run_id)
+        return [_langchain_document(hit) for hit in result.hits]
+
+    def _unit_sources(self, result: RetrievalResult) -> dict[int, str]:
+        """The source document id of every unit named in the trace."""
+        unit_ids = {u for trace in result.trace for u in (*trace.seeds, *trace.new_candidates)}
+        return {unit_id: unit.doc_id for unit_id, unit in self._index.units(unit_ids).items()}
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the engine and its judge and the index; delete a temporary index file."""
+        if not self._closed:
+            self._closed = True
+            self._engine.close()
+            self._release()
+
+    async def aclose(self) -> None:
+        """Async ``close``: the judge is closed on the running event loop."""
+        if not self._closed:
+            self._closed = True
+            await self._engine.aclose()
+            self._release()
+
+    def __enter__(self) -> SAG2Retriever:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> SAG2Retriever:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _release(self) -> None:
+        """Close this thread's index connection and remove the temporary directory, if any."""
+        self._index.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+
+    def _open_engine(self) -> SAG2Engine:
+        """The engine, or an error when the retriever was closed."""
+        self._require_open()
+        return self._engine
+
+    def _require_open(self) -> None:
+        """Raise when the retriever was closed."""
+        if self._closed:
+            raise SAG2Error(
+                "this SAG2Retriever is closed; open the index file again with "
+                "SAG2Retriever(db_path=..., judge=...)"
+            )
+
+
+def _local_judge(db_path: Path) -> Judge:
+    """The offline local judge, caching embeddings in the index file; imported lazily."""
+    try:
+        from sag2_retrievers.judges.factory import make_judge
+
+        judge: Judge = make_judge("local", db_path=str(db_path))
+    except ImportError as error:
+        raise JudgeConfigurationError(
+            f"no judge was given and the offline local judge is unavailable ({error}); "
+            'install "sag2-retrievers[local]" or pass judge=..., for example '
+            "sag2_retrievers.judges.OverlapJudge() in tests"
+        ) from error
+    return judge
+
+
+def _document_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str]:
+    """Explicit ids, else each document's own id, else a hash of its content."""
+    if ids is None:
+        return [document.id or _content_id(document) for document in documents]
+    if isinstance(ids, str) or len(ids) != len(documents):
+        raise InvalidInputError(
+            f"ids must be a sequence with one id per document ({len(documents)}), got {ids!r}"
+        )
+    return list(ids)
+
+
+def _content_id(document: Document) -> str:
+    """A stable id for a document without one: SHA-256 of its text and metadata."""
+    content = json.dumps(
+        [document.page_content, document.metadata],
+        sort_keys=True,
+        ensure_ascii=False,
+        default=repr,
+    )
+    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _without_repeats(records: Sequence[SourceDocument]) -> list[SourceDocument]:
+    """Drop exact repeats (same id and content); a conflicting repeat reaches the index's check."""
+    first: dict[str, SourceDocument] = {}
+    batch = []
+    for record in records:
+        if first.get(record.id) == record:
+            continue
+        first.setdefault(record.id, record)
+        batch.append(record)
+    return batch
+
+
+def _langchain_document(hit: RetrievedUnit) -> Document:
+    """A LangChain document for a hit: its chunk's text, source id, metadata and provenance."""
+    metadata = {
+        **hit.metadata,
+        "score": hit.score,
+        "doc_id": hit.doc_id,
+        "start_index": hit.char_start,
+        "end_index": hit.char_end,
+        "sag2_round": hit.round_found,
+        "sag2_rank": hit.rank,
+    }
+    return Document(id=hit.doc_id, page_content=hit.text, metadata=metadata)
+
+
+def _reports(result: RetrievalResult, sources: Mapping[int, str]) -> list[Report]:
+    """(event name, text line, event data) for each round, then one for the outcome."""
+    reports = [_round_report(trace, sources) for trace in result.trace]
+    outcome = {
+        "stop_reason": result.stop_reason,
+        "degraded": result.degraded,
+        "judgments": result.judgments,
+        "documents": [hit.doc_id for hit in result.hits],
+        "usage": asdict(result.usage),
+    }
+    text = (
+        f"SAG2 finished ({result.stop_reason}): {len(result.hits)} documents, "
+        f"{result.judgments} judgments{', judge failed (BM25 order)' if result.degraded else ''}\n"
+    )
+    return [*reports, (RESULT_EVENT, text, outcome)]
+
+
+def _round_report(trace: RoundTrace, sources: Mapping[int, str]) -> Report:
+    """The event and text line describing one round of the trace."""
+    data = {
+        "round": trace.round,
+        "seeds": _located(trace.seeds, sources),
+        "terms": [{"term": term, "priority": priority} for term, priority in trace.terms],
+        "new_candidates": _located(trace.new_candidates, sources),
+        "pool_size": trace.pool_size,
+        "context_size": trace.context_size,
+        "judgments": trace.judgments,
+        "local_seconds": trace.local_seconds,
+        "judge_seconds": trace.judge_seconds,
+    }
+    parts = [f"new candidates: {len(trace.new_candidates)}", f"judgments: {trace.judgments}"]
+    if trace.seeds:
+        seed_docs = dict.fromkeys(sources.get(u, "?") for u in trace.seeds)
+        terms = ", ".join(term for term, _ in trace.terms)
+        parts[:0] = [f"seeds from {', '.join(seed_docs)}", f"terms: {terms}"]
+    return ROUND_EVENT, f"SAG2 round {trace.round}: {'; '.join(parts)}\n", data
+
+
+def _located(unit_ids: Sequence[int], sources: Mapping[int, str]) -> list[dict[str, Any]]:
+    """Unit ids paired with their source document ids (None if the unit is gone)."""
+    return [{"unit_id": unit_id, "doc_id": sources.get(unit_id)} for unit_id in unit_ids]

@@ -1,0 +1,410 @@
+"""SAG2Retriever: SAG2 multi-hop retrieval as a LlamaIndex retriever over one SQLite file."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks.base import CallbackManager
+from llama_index.core.indices.base import BaseIndex
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType
+from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
+from llama_index.core.storage.docstore.types import BaseDocumentStore
+from llama_index.core.vector_stores.types import MetadataFilters
+from sag2_retrievers import (
+    IndexSettings,
+    InvalidInputError,
+    Judge,
+    JudgeConfigurationError,
+    SAG2Config,
+    SAG2Engine,
+    SQLiteIndex,
+)
+from sag2_retrievers.index import Filters
+
+from .filters import to_core_filters
+from .mapping import SOURCE_FILTER_KEY, to_core_document, to_nodes
+from .storage import INDEX_FILE, RetrieverSettings, copy_index, read_settings, write_settings
+
+DEFAULT_TOP_K = 10
+DEFAULT_TITLE_KEY = "title"
+# Prompt keys exposed through get_prompts/update_prompts, and the SAG2Config field each sets.
+PROMPT_FIELDS = {"judge_instruction": "instruction", "judge_reassess_note": "reassess_note"}
+
+
+@dataclass
+class SAG2QueryBundle(QueryBundle):
+    """A query with its own MetadataFilters, AND-ed with the retriever's filters."""
+
+    filters: MetadataFilters | None = None
+
+
+class SAG2Retriever(BaseRetriever):
+    """Multi-hop retrieval: BM25 candidates judged in context, expanded through shared terms.
+
+    Every query runs SAG2's bounded rounds in the core engine and returns at most
+    ``similarity_top_k`` nodes, one per indexed node, scored by the judge. Each result keeps
+    its node's metadata (plus ``sag2_round``, ``sag2_rank`` and ``judge_score``), points at its
+    source document through ``NodeRelationship.SOURCE``, and carries ``start_char_idx`` and
+    ``end_char_idx`` in that document's text.
+
+    Setup:
+        ``pip install llama-index-retrievers-sag2``
+
+    Instantiate:
+        ``SAG2Retriever.from_defaults(nodes=nodes, judge=judge, similarity_top_k=10)``
+
+    Usage:
+        ``retriever.retrieve("Who directed the film that won ...?")``
+    """
+
+    def __init__(
+        self,
+        sqlite_index: SQLiteIndex,
+        judge: Judge | None = None,
+        config: SAG2Config | None = None,
+        *,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        filters: MetadataFilters | None = None,
+        title_key: str | None = DEFAULT_TITLE_KEY,
+        allow_remote_judges: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        """Wrap an open index; ``judge=None`` uses the offline local judge."""
+        _check_top_k(similarity_top_k)
+        to_core_filters(filters)
+        self.similarity_top_k = similarity_top_k
+        self.filters = filters
+        self.title_key = title_key
+        self._engine = SAG2Engine(
+            sqlite_index,
+            judge if judge is not None else _local_judge(sqlite_index.path),
+            config,
+            allow_remote_judges=allow_remote_judges,
+        )
+        self._scratch: TemporaryDirectory[str] | None = None
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+
+    def __repr__(self) -> str:
+        return (
+            f"SAG2Retriever(index={str(self.sqlite_index.path)!r}, judge={self.judge.identity!r}, "
+            f"similarity_top_k={self.similarity_top_k})"
+        )
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def from_defaults(
+        cls,
+        nodes: Sequence[BaseNode] | None = None,
+        documents: Sequence[Document] | None = None,
+        index: BaseIndex[Any] | None = None,
+        docstore: BaseDocumentStore | None = None,
+        judge: Judge | None = None,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        persist_path: str | os.PathLike[str] | None = None,
+        config: SAG2Config | None = None,
+        *,
+        index_settings: IndexSettings | None = None,
+        filters: MetadataFilters | None = None,
+        title_key: str | None = DEFAULT_TITLE_KEY,
+        allow_remote_judges: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> SAG2Retriever:
+        """Index nodes, documents, an index's docstore or a docstore (at most one of them).
+
+        With ``persist_path`` the SQLite file is created there, or opened and added to if it
+        exists. Without it, the index lives in a temporary file removed with the retriever;
+        keep it with `persist`.
+        """
+        sources = _source_nodes(nodes, documents, index, docstore)
+        batch = [to_core_document(node, title_key) for node in sources]
+        path, scratch = _index_location(persist_path)
+        sqlite_index = SQLiteIndex(path, index_settings)
+        try:
+            retriever = cls(
+                sqlite_index,
+                judge,
+                config,
+                similarity_top_k=similarity_top_k,
+                filters=filters,
+                title_key=title_key,
+                allow_remote_judges=allow_remote_judges,
+                callback_manager=callback_manager,
+                verbose=verbose,
+            )
+            sqlite_index.add_documents(batch)
+        except BaseException:
+            sqlite_index.close()
+            raise
+        retriever._scratch = scratch
+        return retriever
+
+    @classmethod
+    def from_persist_path(
+        cls,
+        persist_path: str | os.PathLike[str],
+        judge: Judge | None = None,
+        config: SAG2Config | None = None,
+        *,
+        similarity_top_k: int = DEFAULT_TOP_K,
+        filters: MetadataFilters | None = None,
+        title_key: str | None = DEFAULT_TITLE_KEY,
+        allow_remote_judges: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> SAG2Retriever:
+        """Open an existing index file (one built by `sag2 index`, say), keeping its settings."""
+        path = Path(persist_path)
+        if not path.is_file():
+            raise InvalidInputError(
+                f"no index file at {str(path)!r}; create one with "
+                "SAG2Retriever.from_defaults(nodes=..., persist_path=...)"
+            )
+        return cls(
+            SQLiteIndex(path),
+            judge,
+            config,
+            similarity_top_k=similarity_top_k,
+            filters=filters,
+            title_key=title_key,
+            allow_remote_judges=allow_remote_judges,
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )
+
+    @classmethod
+    def from_persist_dir(
+        cls,
+        persist_dir: str | os.PathLike[str],
+        judge: Judge | None = None,
+        *,
+        allow_remote_judges: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> SAG2Retriever:
+        """Reopen a retriever saved by `persist`, in place, with every saved setting.
+
+        The judge cannot be saved: pass it again. A warning says so when its identity differs
+        from the saved one, since scores would differ. Later additions write to this directory.
+        """
+        directory = Path(persist_dir)
+        settings = read_settings(directory)
+        retriever = cls.from_persist_path(
+            directory / INDEX_FILE,
+            judge,
+            settings.config,
+            similarity_top_k=settings.similarity_top_k,
+            filters=settings.filters,
+            title_key=settings.title_key,
+            allow_remote_judges=allow_remote_judges,
+            callback_manager=callback_manager,
+            verbose=verbose,
+        )
+        if retriever.judge.identity != settings.judge_identity:
+            warnings.warn(
+                f"{directory} was persisted with judge {settings.judge_identity!r}, and is now "
+                f"used with {retriever.judge.identity!r}; its results will differ",
+                UserWarning,
+                stacklevel=2,
+            )
+        return retriever
+
+    def persist(self, persist_dir: str | os.PathLike[str]) -> None:
+        """Save the index file and every setting that changes results into ``persist_dir``."""
+        directory = Path(persist_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        copy_index(self.sqlite_index.path, directory / INDEX_FILE)
+        settings = RetrieverSettings(
+            self.config, self.similarity_top_k, self.filters, self.title_key, self.judge.identity
+        )
+        write_settings(directory, settings)
+
+    # -- the parts ---------------------------------------------------------------------------
+
+    @property
+    def engine(self) -> SAG2Engine:
+        """The core engine that runs every retrieval."""
+        return self._engine
+
+    @property
+    def sqlite_index(self) -> SQLiteIndex:
+        """The SQLite index the retriever searches."""
+        return self._engine.index
+
+    @property
+    def judge(self) -> Judge:
+        """The evidence judge scoring candidates."""
+        return self._engine.judge
+
+    @property
+    def config(self) -> SAG2Config:
+        """The SAG2 parameters (change the judge's texts with `update_prompts`)."""
+        return self._engine.config
+
+    # -- changing the index ------------------------------------------------------------------
+
+    def add_nodes(self, nodes: Sequence[BaseNode]) -> None:
+        """Index nodes now, replacing any with the same node id; one transaction."""
+        self.sqlite_index.add_documents([to_core_document(n, self.title_key) for n in nodes])
+
+    def add_documents(self, documents: Sequence[Document]) -> None:
+        """Index whole LlamaIndex documents (SAG2 chunks long ones); same as `add_nodes`."""
+        self.add_nodes(documents)
+
+    def delete_nodes(self, node_ids: Sequence[str]) -> None:
+        """Remove indexed nodes by node id; unknown ids are ignored."""
+        self.sqlite_index.delete(node_ids)
+
+    def delete_ref_doc(self, ref_doc_id: str) -> None:
+        """Remove every node that came from the source document ``ref_doc_id``."""
+        index = self.sqlite_index
+        unit_ids = index.allowed_units({SOURCE_FILTER_KEY: ref_doc_id})
+        node_ids = {unit.doc_id for unit in index.units(unit_ids).values()}
+        # A document indexed without this adapter is its own source: its id is ref_doc_id.
+        index.delete([ref_doc_id, *sorted(node_ids)])
+
+    # -- retrieval -----------------------------------------------------------------------------
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """Run SAG2 for the query (blocking) and return its hits as nodes."""
+        filters = self._filters(query_bundle)
+        if self.similarity_top_k == 0:
+            return []
+        result = self._engine.retrieve(
+            query_bundle.query_str, self.similarity_top_k, filters=filters
+        )
+        return to_nodes(result, self.title_key)
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        """Run SAG2 without blocking the event loop (SQLite in threads, the judge awaited)."""
+        filters = self._filters(query_bundle)
+        if self.similarity_top_k == 0:
+            return []
+        result = await self._engine.aretrieve(
+            query_bundle.query_str, self.similarity_top_k, filters=filters
+        )
+        return to_nodes(result, self.title_key)
+
+    def _filters(self, query_bundle: QueryBundle) -> Filters | None:
+        """The retriever's filters AND the query's own (from a SAG2QueryBundle)."""
+        query_filters = getattr(query_bundle, "filters", None)
+        return to_core_filters(self.filters, query_filters)
+
+    # -- prompts -------------------------------------------------------------------------------
+
+    def _get_prompts(self) -> PromptDictType:
+        """The judge's instruction and final-round note, as fixed-text prompt templates."""
+        return {
+            key: PromptTemplate(getattr(self.config, field)) for key, field in PROMPT_FIELDS.items()
+        }
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        """Replace the judge's instruction or note; other keys are left to other modules."""
+        changes = {
+            field: _fixed_text(key, prompts_dict[key])
+            for key, field in PROMPT_FIELDS.items()
+            if key in prompts_dict
+        }
+        if changes:
+            self._engine.config = self.config.with_changes(**changes)
+
+    # -- resources -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the judge, the engine's loop thread, the index and any temporary file."""
+        self._engine.close()
+        self._release_index()
+
+    async def aclose(self) -> None:
+        """Async `close`, for use inside an event loop."""
+        await self._engine.aclose()
+        self._release_index()
+
+    def _release_index(self) -> None:
+        """Close the index connection and remove the temporary index, if any."""
+        self.sqlite_index.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
+
+    def __enter__(self) -> SAG2Retriever:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _check_top_k(similarity_top_k: object) -> None:
+    """Reject a similarity_top_k that is not a non-negative integer."""
+    if not isinstance(similarity_top_k, int) or isinstance(similarity_top_k, bool):
+        raise InvalidInputError(f"similarity_top_k must be an integer, got {similarity_top_k!r}")
+    if similarity_top_k < 0:
+        raise InvalidInputError(f"similarity_top_k must be >= 0, got {similarity_top_k}")
+
+
+def _source_nodes(
+    nodes: Sequence[BaseNode] | None,
+    documents: Sequence[Document] | None,
+    index: BaseIndex[Any] | None,
+    docstore: BaseDocumentStore | None,
+) -> list[BaseNode]:
+    """The nodes to index from whichever single source was given (none: nothing to add)."""
+    sources = {"nodes": nodes, "documents": documents, "index": index, "docstore": docstore}
+    given = [name for name, value in sources.items() if value is not None]
+    if len(given) > 1:
+        raise InvalidInputError(
+            f"pass at most one of nodes, documents, index or docstore, got {', '.join(given)}"
+        )
+    if index is not None:
+        docstore = index.docstore
+        if not docstore.docs:
+            raise InvalidInputError(
+                "the index's docstore holds no nodes (its vector store keeps the text); "
+                "pass nodes= instead"
+            )
+    if docstore is not None:
+        return list(docstore.docs.values())
+    return [*(nodes or ()), *(documents or ())]
+
+
+def _index_location(
+    persist_path: str | os.PathLike[str] | None,
+) -> tuple[Path, TemporaryDirectory[str] | None]:
+    """The index file's path, and the temporary directory holding it when none was given."""
+    if persist_path is not None:
+        return Path(persist_path), None
+    scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
+    return Path(scratch.name) / INDEX_FILE, scratch
+
+
+def _local_judge(index_path: Path) -> Judge:
+    """The offline local judge, caching passage embeddings in the index file."""
+    from sag2_retrievers.judges.local import LocalJudge
+
+    try:
+        return LocalJudge(cache_path=index_path)
+    except JudgeConfigurationError as error:
+        raise JudgeConfigurationError(
+            f"{error}; or pass judge= explicitly (for example a JEVJudge)"
+        ) from error
+
+
+def _fixed_text(key: str, prompt: BasePromptTemplate) -> str:
+    """A prompt's text, refusing template variables: the judge's texts are never formatted."""
+    text = prompt.get_template()
+    if prompt.template_vars:
+        raise InvalidInputError(
+            f"prompt {key!r} is fixed text sent to the judge as is; it must not contain "
+            f"template variables, found {', '.join(prompt.template_vars)}"
+        )
+    return text

@@ -1,0 +1,149 @@
+"""Conversions between LlamaIndex nodes and SAG2 records: what is indexed, and what comes back.
+
+Each LlamaIndex node (a chunk, or a whole ``Document``) is indexed as one SAG2 document whose
+id is the node id and whose metadata is the node's metadata plus one reserved entry,
+``_sag2``, recording where the node came from: its source document id (the node's SOURCE
+relationship, or the node itself), the node's start offset in that source, the span of its
+non-blank content, and its excluded metadata keys. SAG2 may cut a long node into units; a
+result is one unit, mapped back to the source document with absolute character offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    ObjectType,
+    RelatedNodeInfo,
+    TextNode,
+)
+from sag2_retrievers import Document as CoreDocument
+from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
+
+RESERVED_KEY = "_sag2"
+SOURCE_FILTER_KEY = f"{RESERVED_KEY}.source"
+RESULT_KEYS = ("sag2_round", "sag2_rank", "judge_score")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an indexed node came from, stored under ``_sag2`` in its SAG2 metadata.
+
+    ``offset`` is the node's start in its source document (None when unknown), ``span`` the
+    node-relative range of its non-blank content (None for documents indexed outside LlamaIndex).
+    """
+
+    source_id: str
+    offset: int | None
+    span: tuple[int, int] | None
+    excluded_llm_keys: tuple[str, ...] = ()
+    excluded_embed_keys: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object stored in the SAG2 document's metadata."""
+        return {
+            "source": self.source_id,
+            "offset": self.offset,
+            "span": list(self.span) if self.span is not None else None,
+            "excluded_llm_keys": list(self.excluded_llm_keys),
+            "excluded_embed_keys": list(self.excluded_embed_keys),
+        }
+
+    @classmethod
+    def from_json(cls, doc_id: str, stored: Mapping[str, Any] | None) -> Provenance:
+        """Read it back; a document indexed without the adapter is its own source."""
+        if stored is None:
+            return cls(doc_id, 0, None)
+        span = stored.get("span")
+        return cls(
+            stored["source"],
+            stored.get("offset"),
+            (int(span[0]), int(span[1])) if span is not None else None,
+            tuple(stored.get("excluded_llm_keys", ())),
+            tuple(stored.get("excluded_embed_keys", ())),
+        )
+
+
+def to_core_document(node: BaseNode, title_key: str | None) -> CoreDocument:
+    """The SAG2 document for a node: same id, plain text, title from metadata, provenance."""
+    text = node.get_content(metadata_mode=MetadataMode.NONE)
+    metadata = dict(node.metadata)
+    if RESERVED_KEY in metadata:
+        raise InvalidInputError(
+            f"node {node.node_id!r}: metadata key {RESERVED_KEY!r} is reserved by SAG2; rename it"
+        )
+    source = node.source_node
+    provenance = Provenance(
+        source.node_id if source is not None else node.node_id,
+        _source_offset(node, text) if source is not None else 0,
+        (len(text) - len(text.lstrip()), len(text.rstrip())),
+        tuple(node.excluded_llm_metadata_keys),
+        tuple(node.excluded_embed_metadata_keys),
+    )
+    metadata[RESERVED_KEY] = provenance.as_json()
+    title = metadata.get(title_key) if title_key else None
+    return CoreDocument(node.node_id, text, title if isinstance(title, str) else "", metadata)
+
+
+def _source_offset(node: BaseNode, text: str) -> int | None:
+    """The node's start in its source document, when recorded and consistent with its text."""
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    if start is None or (end is not None and end - start != len(text)):
+        return None
+    return int(start)
+
+
+def to_nodes(result: RetrievalResult, title_key: str | None) -> list[NodeWithScore]:
+    """The retrieval's hits as scored LlamaIndex nodes, best first."""
+    return [to_node_with_score(hit, result.degraded, title_key) for hit in result.hits]
+
+
+def to_node_with_score(hit: RetrievedUnit, degraded: bool, title_key: str | None) -> NodeWithScore:
+    """One hit as a TextNode pointing at its source document, scored by the judge.
+
+    When the judge failed and SAG2 fell back to lexical order (``degraded``), the score is
+    BM25's and ``judge_score`` is None.
+    """
+    metadata = dict(hit.metadata)
+    provenance = Provenance.from_json(hit.doc_id, metadata.pop(RESERVED_KEY, None))
+    if title_key and hit.title and title_key not in metadata:
+        metadata[title_key] = hit.title
+    metadata.update(
+        sag2_round=hit.round_found,
+        sag2_rank=hit.rank,
+        judge_score=None if degraded else hit.score,
+    )
+    offset = provenance.offset
+    node = TextNode(
+        id_=result_node_id(hit, provenance),
+        text=hit.text,
+        metadata=metadata,
+        excluded_llm_metadata_keys=[*provenance.excluded_llm_keys, *RESULT_KEYS],
+        excluded_embed_metadata_keys=[*provenance.excluded_embed_keys, *RESULT_KEYS],
+        relationships={
+            NodeRelationship.SOURCE: RelatedNodeInfo(
+                node_id=provenance.source_id, node_type=ObjectType.DOCUMENT
+            )
+        },
+        start_char_idx=None if offset is None else offset + hit.char_start,
+        end_char_idx=None if offset is None else offset + hit.char_end,
+    )
+    return NodeWithScore(node=node, score=hit.score)
+
+
+def result_node_id(hit: RetrievedUnit, provenance: Provenance) -> str:
+    """The indexed node's id when the unit is all of it, else ``"<node id>:<start>-<end>"``.
+
+    Offsets in the suffix are relative to the indexed node, so the id is stable across
+    re-indexing and unique among the units of one node.
+    """
+    if provenance.span == (hit.char_start, hit.char_end):
+        return hit.doc_id
+    return f"{hit.doc_id}:{hit.char_start}-{hit.char_end}"

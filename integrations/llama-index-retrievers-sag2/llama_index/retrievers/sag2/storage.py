@@ -1,0 +1,110 @@
+"""Persisting a retriever: a copy of the SQLite index, and a JSON file of its other settings.
+
+The index file carries its own settings (chunk size, analyzer, BM25 weights). The JSON file
+carries the rest of what changes results: the SAG2Config, ``similarity_top_k``, the
+retriever's filters and the title key, plus the judge's identity, which cannot be restored
+(a judge holds clients and keys) but is compared on load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from llama_index.core.vector_stores.types import MetadataFilters
+from sag2_retrievers import InvalidInputError, SAG2Config
+
+INDEX_FILE = "sag2_index.sqlite"
+SETTINGS_FILE = "sag2_retriever.json"
+FORMAT_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class RetrieverSettings:
+    """The retriever settings stored next to the index file."""
+
+    config: SAG2Config
+    similarity_top_k: int
+    filters: MetadataFilters | None
+    title_key: str | None
+    judge_identity: str
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-serialisable form, tagged with the format version."""
+        return {
+            "format": FORMAT_VERSION,
+            "config": asdict(self.config),
+            "similarity_top_k": self.similarity_top_k,
+            "filters": None if self.filters is None else self.filters.model_dump(mode="json"),
+            "title_key": self.title_key,
+            "judge_identity": self.judge_identity,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], origin: Path) -> RetrieverSettings:
+        """Read settings written by `as_json`, rejecting other formats with a clear error."""
+        if data.get("format") != FORMAT_VERSION:
+            raise InvalidInputError(
+                f"{origin} has settings format {data.get('format')!r}, this version reads "
+                f"format {FORMAT_VERSION}; persist the retriever again with this version"
+            )
+        try:
+            config = SAG2Config(**data["config"])
+        except TypeError as error:
+            raise InvalidInputError(
+                f"{origin} holds a SAG2Config this version does not understand ({error}); "
+                "upgrade sag2-retrievers or persist the retriever again"
+            ) from error
+        filters = data["filters"]
+        return cls(
+            config,
+            int(data["similarity_top_k"]),
+            None if filters is None else MetadataFilters.model_validate(filters),
+            data["title_key"],
+            str(data["judge_identity"]),
+        )
+
+
+def write_settings(directory: Path, settings: RetrieverSettings) -> None:
+    """Write the settings file atomically (a reader never sees half of it)."""
+    target = directory / SETTINGS_FILE
+    partial = target.with_name(target.name + ".partial")
+    partial.write_text(json.dumps(settings.as_json(), indent=2, sort_keys=True), "utf-8")
+    os.replace(partial, target)
+
+
+def read_settings(directory: Path) -> RetrieverSettings:
+    """Read the settings file of a persisted retriever."""
+    path = directory / SETTINGS_FILE
+    if not path.is_file():
+        raise InvalidInputError(
+            f"{directory} holds no {SETTINGS_FILE}; it was not written by SAG2Retriever.persist "
+            "(open a bare index file with SAG2Retriever.from_persist_path)"
+        )
+    return RetrieverSettings.from_json(json.loads(path.read_text("utf-8")), path)
+
+
+def copy_index(source: Path, target: Path) -> None:
+    """Copy a live index file with SQLite's online backup, then move it into place.
+
+    The backup is a consistent snapshot even while other connections write, and includes
+    changes still in the write-ahead log. Copying a file onto itself does nothing.
+    """
+    if target.exists() and source.resolve() == target.resolve():
+        return
+    partial = target.with_name(target.name + ".partial")
+    partial.unlink(missing_ok=True)
+    with (
+        closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS)) as origin,
+        closing(sqlite3.connect(partial)) as copy,
+    ):
+        origin.backup(copy)
+    for stale in (Path(f"{target}-wal"), Path(f"{target}-shm")):
+        stale.unlink(missing_ok=True)
+    os.replace(partial, target)

@@ -1,0 +1,94 @@
+"""Build a judge from a name and a few options, for the command line and the benchmarks."""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InvalidInputError, JudgeConfigurationError
+from .base import Judge
+from .cache import CachedJudge
+from .fake import OverlapJudge
+from .jev import PROVIDERS, JEVJudge, Provider
+from .openai_compat import OpenAICompatJudge
+
+JUDGE_NAMES = ("local", "jev", "openai", "fake")
+OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
+OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
+JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
+
+
+def default_judge_name() -> str:
+    """``"jev"`` when a JEV API key (OpenRouter or TypeSafe) is set, else offline ``"local"``."""
+    return "jev" if _jev_provider() is not None else "local"
+
+
+def make_judge(
+    name: str,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    cache_path: str | None = None,
+    db_path: str | None = None,
+) -> Judge:
+    """The judge called ``name``, wrapped in a judgment cache at ``cache_path`` when given.
+
+    ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``db_path`` (the
+    index file) holds the local judge's embedding cache, so passages are encoded once.
+    """
+    judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
+    return CachedJudge(judge, cache_path) if cache_path else judge
+
+
+def _base_judge(
+    name: str, *, model: str | None, base_url: str | None, db_path: str | None
+) -> Judge:
+    """Dispatch on the judge name."""
+    if name == "fake":
+        return OverlapJudge()
+    if name == "jev":
+        return _jev_judge(model, base_url)
+    if name == "openai":
+        return _openai_judge(model, base_url)
+    if name == "local":
+        return _local_judge(db_path)
+    raise InvalidInputError(f"unknown judge {name!r}; choose one of {', '.join(JUDGE_NAMES)}")
+
+
+def _jev_provider() -> Provider | None:
+    """The first JEV provider whose API key variable is set, if any."""
+    for provider in JEV_PROVIDER_ORDER:
+        if os.environ.get(PROVIDERS[provider].key_env, "").strip():
+            return provider
+    return None
+
+
+def _jev_judge(model: str | None, base_url: str | None) -> Judge:
+    """A JEV judge for whichever key is set; an error naming both variables when none is."""
+    provider = _jev_provider()
+    if provider is None:
+        names = " or ".join(PROVIDERS[p].key_env for p in JEV_PROVIDER_ORDER)
+        raise JudgeConfigurationError(
+            f"the jev judge needs an API key: set {names}, or choose another judge "
+            "(--judge local runs offline)"
+        )
+    return JEVJudge(provider=provider, model=model, base_url=base_url)
+
+
+def _openai_judge(model: str | None, base_url: str | None) -> Judge:
+    """An OpenAI-compatible judge; base URL and model from the arguments or the environment."""
+    url = base_url or os.environ.get(OPENAI_BASE_URL_ENV, "").strip()
+    name = model or os.environ.get(OPENAI_MODEL_ENV, "").strip()
+    if not url or not name:
+        raise JudgeConfigurationError(
+            "the openai judge needs a server and a model: pass --base-url and --model, or set "
+            f"{OPENAI_BASE_URL_ENV} and {OPENAI_MODEL_ENV} "
+            "(for example http://127.0.0.1:8000 and the served model's name)"
+        )
+    return OpenAICompatJudge(url, name)
+
+
+def _local_judge(db_path: str | None) -> Judge:
+    """The offline embedding judge, imported lazily because its dependencies are optional."""
+    from .local import LocalJudge
+
+    return LocalJudge(cache_path=db_path)
