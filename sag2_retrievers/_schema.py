@@ -27,7 +27,9 @@ CREATE_TABLES = (
     "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
     f"""CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
         title, heading, body, tokenize = "{FTS_TOKENIZER}")""",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS units_vocab USING fts5vocab(units_fts, col)",
+    """CREATE TABLE IF NOT EXISTS body_df(
+        term TEXT PRIMARY KEY,
+        df INTEGER NOT NULL) WITHOUT ROWID""",
 )
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
@@ -40,10 +42,16 @@ SEARCH_FILTERED_SQL = f"""
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
     ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-ALL_SCORES_SQL = f"SELECT units_fts.rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
+TERM_SCORES_SQL = f"SELECT ?, rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
 MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
 MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"
-VOCAB_DF_SQL = "SELECT ?, doc FROM units_vocab WHERE term = ? AND col = 'body'"
+TOKEN_DF_SQL = "SELECT term, df FROM body_df WHERE term IN (SELECT value FROM json_each(?))"
+ADD_DF_SQL = """
+    INSERT INTO body_df(term, df) VALUES (?, ?)
+    ON CONFLICT(term) DO UPDATE SET df = df + excluded.df"""
+SUBTRACT_DF_SQL = "UPDATE body_df SET df = df - ? WHERE term = ?"
+PRUNE_DF_SQL = "DELETE FROM body_df WHERE df <= 0"
+BODIES_SQL = "SELECT body FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
 UNITS_SQL = """
     SELECT units.unit_id, units.doc_id, documents.title, units.heading,
            substr(documents.text, units.char_start + 1, units.char_end - units.char_start),

@@ -42,8 +42,7 @@ from .results import RetrievalResult, RetrievedUnit
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
 DEMO_DEFAULT_QUESTIONS = 12
-JEV_CONCURRENCY = 16
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = {"jev": 16, "local": 1, "openai": 4, "fake": 4}
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -177,7 +176,7 @@ def _add_eval_command(
     command.add_argument(
         "--concurrency",
         type=_positive_int,
-        help=f"questions in flight (default {JEV_CONCURRENCY} for jev, else {DEFAULT_CONCURRENCY})",
+        help="questions in flight (default: 16 for jev, 1 for local, 4 otherwise)",
     )
     command.set_defaults(handler=run_eval)
 
@@ -431,10 +430,14 @@ def _remove_index_files(db: str) -> None:
 
 
 def _concurrency(args: argparse.Namespace) -> int:
-    """Questions in flight: the option, else more for the remote JEV judge than for others."""
+    """Questions in flight: the option, else a default suited to the judge.
+
+    The remote JEV judge gains from many questions in flight. The local judge is CPU-bound
+    and questions in flight at once would encode the same passages before either caches them.
+    """
     if getattr(args, "concurrency", None):
         return int(args.concurrency)
-    return JEV_CONCURRENCY if _judge_name(args) == "jev" else DEFAULT_CONCURRENCY
+    return DEFAULT_CONCURRENCY[_judge_name(args)]
 
 
 async def _evaluate(

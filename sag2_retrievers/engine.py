@@ -41,6 +41,7 @@ class _Retrieval:
     seed_history: list[int] = field(default_factory=list)
     ranking: list[int] = field(default_factory=list)
     lexical: list[tuple[int, float]] = field(default_factory=list)
+    question_scores: dict[int, float] = field(default_factory=dict)
     trace: list[RoundTrace] = field(default_factory=list)
     stop_reason: str = "completed"
 
@@ -159,7 +160,9 @@ class SAG2Engine:
         )
         if state.query_terms:
             limit = config.one_shot_budget or config.candidates_per_round
-            state.lexical = self.index.rank_expression(state.query_terms, limit, filters=filters)
+            ranked = self.index.rank_expression(state.query_terms, None, filters=filters)
+            state.question_scores = dict(ranked)
+            state.lexical = ranked[:limit]
             initial = [unit_id for unit_id, _ in state.lexical]
             state.record_candidates(initial, 0, config.fusion_k)
             state.protected = initial[: config.protected]
@@ -203,7 +206,7 @@ class SAG2Engine:
         new = expansion_candidates(
             self.index,
             terms,
-            state.query_terms,
+            state.question_scores,
             excluded=set(state.scores),
             allowed=state.allowed,
             per_term_limit=config.per_term_limit,

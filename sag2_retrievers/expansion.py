@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .index import SQLiteIndex
@@ -51,21 +51,16 @@ def candidate_terms(seeds: Sequence[Seed], question_tokens: frozenset[str]) -> l
     return list(terms)
 
 
-def term_priorities(
-    seeds: Sequence[Seed],
-    question_tokens: frozenset[str],
-    df: Mapping[str, int],
-    n_units: int,
+def term_bases(
+    seeds: Sequence[Seed], question_tokens: frozenset[str], question_idf: Mapping[str, float]
 ) -> dict[str, float]:
-    """priority(t) = max over seeds of (1 + ln tf) * idf(t) * (1 + ctx(t, d)) * w(d).
+    """The df-free factor of each term's priority: max over seeds of (1 + ln tf)(1 + ctx) w.
 
-    ``df`` must hold every candidate term and question token. Terms with df = 0 and terms
-    made only of question tokens are skipped. ctx(t, d) is the largest, over the sentences
-    of d holding t, sum of idf over the distinct question tokens in that sentence.
+    ctx(t, d) is the largest, over the sentences of d holding t, sum of idf over the distinct
+    question tokens in that sentence. Terms made only of question tokens are left out.
     """
     weights = seed_weights(seeds)
-    question_idf = {q: idf(df.get(q, 0), n_units) for q in question_tokens}
-    priorities: dict[str, float] = {}
+    bases: dict[str, float] = {}
     for seed in seeds:
         tf: Counter[str] = Counter()
         connection: dict[str, float] = {}
@@ -76,12 +71,26 @@ def term_priorities(
             for term in sentence:
                 connection[term] = max(connection.get(term, 0.0), ctx)
         for term, count in tf.items():
-            if df.get(term, 0) == 0 or question_tokens.issuperset(term.split(" ")):
+            if question_tokens.issuperset(term.split(" ")):
                 continue
-            value = (1 + math.log(count)) * idf(df[term], n_units)
-            value *= (1 + connection[term]) * weights[seed.unit_id]
-            priorities[term] = max(priorities.get(term, 0.0), value)
-    return priorities
+            value = (1 + math.log(count)) * (1 + connection[term]) * weights[seed.unit_id]
+            bases[term] = max(bases.get(term, 0.0), value)
+    return bases
+
+
+def term_priorities(
+    seeds: Sequence[Seed],
+    question_tokens: frozenset[str],
+    df: Mapping[str, int],
+    n_units: int,
+) -> dict[str, float]:
+    """priority(t) = max over seeds of (1 + ln tf) * idf(t) * (1 + ctx(t, d)) * w(d).
+
+    ``df`` must hold every candidate term and question token; terms with df = 0 are skipped.
+    """
+    question_idf = {q: idf(df.get(q, 0), n_units) for q in question_tokens}
+    bases = term_bases(seeds, question_tokens, question_idf)
+    return {t: b * idf(df[t], n_units) for t, b in bases.items() if df.get(t, 0) > 0}
 
 
 def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm]:
@@ -93,12 +102,27 @@ def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm
 def select_terms(
     index: SQLiteIndex, seeds: Sequence[Seed], question_tokens: frozenset[str], limit: int
 ) -> list[ExpansionTerm]:
-    """Choose the expansion terms of a round from its seeds (one df query for all terms)."""
-    terms = candidate_terms(seeds, question_tokens)
-    if not terms:
-        return []
-    df = index.document_frequencies([*terms, *question_tokens])
-    return top_terms(term_priorities(seeds, question_tokens, df, index.unit_count()), limit)
+    """Choose the expansion terms of a round from its seeds.
+
+    Token df comes from one table lookup. Phrase df needs an FTS5 query each, so a phrase is
+    looked up only if it could still enter the top ``limit``: its priority cannot exceed its
+    base times the idf of df = 1 (it occurs in its seed), so phrases below the cut-off that
+    the tokens already set are skipped without changing the result.
+    """
+    n_units = index.unit_count()
+    candidates = candidate_terms(seeds, question_tokens)
+    tokens = [t for t in candidates if " " not in t]
+    df = index.document_frequencies([*tokens, *question_tokens])
+    question_idf = {q: idf(df.get(q, 0), n_units) for q in question_tokens}
+    bases = term_bases(seeds, question_tokens, question_idf)
+    priorities = {t: bases[t] * idf(df[t], n_units) for t in tokens if df.get(t, 0) > 0}
+    ranked = sorted(priorities.values(), reverse=True)
+    cutoff = ranked[limit - 1] if len(ranked) >= limit else 0.0
+    ceiling = idf(1, n_units)
+    phrases = [t for t in candidates if " " in t and bases[t] * ceiling >= cutoff]
+    phrase_df = index.document_frequencies(phrases) if phrases else {}
+    priorities.update({t: bases[t] * idf(n, n_units) for t, n in phrase_df.items() if n > 0})
+    return top_terms(priorities, limit)
 
 
 def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
@@ -117,51 +141,70 @@ def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
 def expansion_candidates(
     index: SQLiteIndex,
     terms: Sequence[ExpansionTerm],
-    query_terms: Sequence[str],
+    question_scores: Mapping[int, float],
     excluded: set[int],
     allowed: set[int] | None,
     per_term_limit: int,
     limit: int,
 ) -> list[int]:
-    """New units for a round: per term, unseen units holding it ranked by BM25 of the
-    whole expression (all terms OR the question's terms), interleaved in priority order."""
-    eligible = _eligible_members(index, [t.term for t in terms], excluded, allowed)
-    scores = index.expression_scores([*eligible, *query_terms])
+    """New units for a round: per term, unseen units holding it, ranked by BM25 of the whole
+    expression (all terms OR the question's terms), interleaved in term-priority order.
+
+    FTS5's BM25 of an OR expression is the sum of its phrases' separate BM25 contributions
+    (each phrase has its own idf; length normalisation is per unit), so the expression's
+    score is the question's score (from the initial search) plus each term's contribution,
+    fetched with the term's own matches in one query.
+    """
+
+    def usable(units: Iterable[int]) -> list[int]:
+        return [u for u in units if u not in excluded and (allowed is None or u in allowed)]
+
+    contributions = _repaired_term_scores(index, [t.term for t in terms], usable)
+    eligible = {term: usable(scores) for term, scores in contributions.items()}
+    candidates = {u for units in eligible.values() for u in units}
+    totals = {u: question_scores.get(u, 0.0) for u in candidates}
+    for scores in contributions.values():
+        for unit_id, score in scores.items():
+            if unit_id in totals:
+                totals[unit_id] += score
     lists = [
-        sorted(members, key=lambda unit_id: (-scores.get(unit_id, 0.0), unit_id))[:per_term_limit]
-        for members in eligible.values()
+        sorted(units, key=lambda u: (-totals[u], u))[:per_term_limit]
+        for units in eligible.values()
+        if units
     ]
     return interleave(lists, limit)
 
 
-def _eligible_members(
-    index: SQLiteIndex, terms: Sequence[str], excluded: set[int], allowed: set[int] | None
-) -> dict[str, list[int]]:
-    """Unseen (and allowed) units per term, after the lexical repairs of §3.2.
+def _repaired_term_scores(
+    index: SQLiteIndex, terms: Sequence[str], usable: Callable[[Iterable[int]], list[int]]
+) -> dict[str, dict[int, float]]:
+    """Each term's BM25 contribution per matching unit, after the lexical repairs of §3.2.
 
-    A term matching nothing is replaced by the title it is an accent alias of; a multiword
-    name with no unseen match falls back to its longest sub-phrase that is a corpus title and
-    has one. Keys are the terms actually used, in priority order.
+    A term matching nothing is replaced by the title it is an accent alias of, if that title
+    matches; a multiword name with no unseen match falls back to its longest sub-phrase that
+    is a corpus title and has one. Keys are the terms actually used, in priority order.
     """
-    repaired = index.repair_terms(terms)
-    members = index.term_members(repaired)
-
-    def usable(units: Sequence[int]) -> list[int]:
-        return [u for u in units if u not in excluded and (allowed is None or u in allowed)]
-
-    eligible: dict[str, list[int]] = {}
-    for term in repaired:
-        units = usable(members[term])
-        if not units and " " in term:
-            term, units = _title_subphrase(index, term, usable)
-        if units and term not in eligible:
-            eligible[term] = units
-    return eligible
+    scores = index.term_scores(terms)
+    aliases = index.title_catalog().aliases
+    missing = {t: aliases[t] for t in terms if not scores[t] and t in aliases}
+    alias_scores = index.term_scores(list(missing.values())) if missing else {}
+    repaired: dict[str, dict[int, float]] = {}
+    for term in terms:
+        used, matches = term, scores[term]
+        if term in missing and alias_scores[missing[term]]:
+            used, matches = missing[term], alias_scores[missing[term]]
+        if " " in used and not usable(matches):
+            used, matches = _title_subphrase(index, used, matches, usable)
+        repaired.setdefault(used, matches)
+    return repaired
 
 
 def _title_subphrase(
-    index: SQLiteIndex, name: str, usable: Callable[[Sequence[int]], list[int]]
-) -> tuple[str, list[int]]:
+    index: SQLiteIndex,
+    name: str,
+    matches: dict[int, float],
+    usable: Callable[[Iterable[int]], list[int]],
+) -> tuple[str, dict[int, float]]:
     """The longest sub-phrase (>= 2 words) of a name that is a title with unseen matches."""
     words = name.split(" ")
     titles = index.title_catalog().phrases
@@ -171,11 +214,8 @@ def _title_subphrase(
         for start in range(len(words) - size + 1)
         if " ".join(words[start : start + size]) in titles
     ]
-    if not options:
-        return name, []
-    members = index.term_members(options)
+    option_scores = index.term_scores(options) if options else {}
     for option in options:
-        units = usable(members[option])
-        if units:
-            return option, units
-    return name, []
+        if usable(option_scores[option]):
+            return option, option_scores[option]
+    return name, matches

@@ -7,6 +7,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
@@ -132,6 +133,7 @@ class SQLiteIndex:
         prepared = prepare_documents(batch, self.settings.chunk_chars, executor)
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in batch])
+            _add_body_df(connection, prepared)
             return sum(_insert_document(connection, item) for item in prepared)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -165,6 +167,7 @@ class SQLiteIndex:
         """Remove the given documents' FTS rows, units and document rows."""
         ids_json = json.dumps(doc_ids)
         unit_ids = [row[0] for row in connection.execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids_json,))]
+        _subtract_body_df(connection, unit_ids)
         connection.execute(sql.DELETE_FTS_SQL, (json.dumps(unit_ids),))
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
@@ -218,13 +221,13 @@ class SQLiteIndex:
             (int(rowid), float(score)) for rowid, score in connection.execute(statement, params)
         ]
 
-    def expression_scores(self, terms: Sequence[str]) -> dict[int, float]:
-        """BM25 score of every unit matching the OR of ``terms`` (unordered, unfiltered)."""
-        expression = or_expression(terms)
-        if not expression:
-            return {}
-        rows = self._connection().execute(sql.ALL_SCORES_SQL, (expression,))
-        return {int(rowid): float(score) for rowid, score in rows}
+    def term_scores(self, terms: Sequence[str]) -> dict[str, dict[int, float]]:
+        """For each term, every unit matching it in any field with that term's BM25 score."""
+        scores: dict[str, dict[int, float]] = {term: {} for term in terms}
+        pairs = [(term, quote_term(term)) for term in scores]
+        for term, rowid, score in self._compound(sql.TERM_SCORES_SQL, pairs):
+            scores[term][int(rowid)] = float(score)
+        return scores
 
     def term_members(self, terms: Sequence[str]) -> dict[str, list[int]]:
         """For each term, the ids of units matching it in any field (one round trip per 400)."""
@@ -235,18 +238,18 @@ class SQLiteIndex:
         return members
 
     def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
-        """Body-level df of tokens and phrases: one vocab lookup per ASCII token, else a match."""
+        """Body-level df: tokens from the df table kept at ingest, phrases by an FTS5 match."""
         unique = list(dict.fromkeys(terms))
-        by_vocab = [(t, t) for t in unique if t.isascii() and " " not in t]
-        by_match = [(t, body_expression(t)) for t in unique if not (t.isascii() and " " not in t)]
-        df = {term: 0 for term in unique}
-        df.update(self._compound(sql.VOCAB_DF_SQL, by_vocab))
-        df.update(self._compound(sql.MATCH_COUNT_SQL, by_match))
+        tokens = [t for t in unique if " " not in t]
+        phrases = [(t, body_expression(t)) for t in unique if " " in t]
+        df = dict.fromkeys(unique, 0)
+        df.update(self._connection().execute(sql.TOKEN_DF_SQL, (json.dumps(tokens),)).fetchall())
+        df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
         return {term: int(count) for term, count in df.items()}
 
-    def _compound(self, statement: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
+    def _compound(self, statement: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[Any, ...]]:
         """Run a two-parameter SELECT for many pairs as UNION ALL statements of up to 400 parts."""
-        rows: list[tuple[str, Any]] = []
+        rows: list[tuple[Any, ...]] = []
         connection = self._connection()
         for start in range(0, len(pairs), _COMPOUND_LIMIT):
             chunk = pairs[start : start + _COMPOUND_LIMIT]
@@ -452,6 +455,26 @@ def _insert_document(connection: sqlite3.Connection, item: PreparedDocument) -> 
             sql.INSERT_FTS_SQL, (cursor.lastrowid, unit.title_tokens, "", unit.body_tokens)
         )
     return len(item.units)
+
+
+def _add_body_df(connection: sqlite3.Connection, prepared: Sequence[PreparedDocument]) -> None:
+    """Count each new unit's distinct body tokens into the df table."""
+    counts: Counter[str] = Counter()
+    for item in prepared:
+        for unit in item.units:
+            counts.update(set(unit.body_tokens.split()))
+    connection.executemany(sql.ADD_DF_SQL, counts.items())
+
+
+def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> None:
+    """Remove deleted units' distinct body tokens from the df table."""
+    if not unit_ids:
+        return
+    counts: Counter[str] = Counter()
+    for (body,) in connection.execute(sql.BODIES_SQL, (json.dumps(unit_ids),)):
+        counts.update(set(body.split()))
+    connection.executemany(sql.SUBTRACT_DF_SQL, ((n, term) for term, n in counts.items()))
+    connection.execute(sql.PRUNE_DF_SQL)
 
 
 def _filter_conditions(filters: Filters) -> tuple[str, list[Any]]:

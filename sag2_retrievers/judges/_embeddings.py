@@ -93,11 +93,12 @@ class MiniLMEncoder:
             "attention_mask": mask,
             "token_type_ids": np.zeros_like(input_ids),
         }
-        states = self._session.run(["last_hidden_state"], feeds)[0]
+        states: npt.NDArray[np.float32] = self._session.run(["last_hidden_state"], feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: Vectors = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit
 
 
 def _import_or_explain(module: str, what: str) -> ModuleType:

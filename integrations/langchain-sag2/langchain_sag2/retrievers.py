@@ -19,6 +19,8 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr
+
+from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers import (
     IndexSettings,
     InvalidInputError,
@@ -32,7 +34,6 @@ from sag2_retrievers import (
     SAG2Error,
     SQLiteIndex,
 )
-from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers.index import Filters
 
 ROUND_EVENT = "sag2_round"
@@ -47,7 +48,9 @@ class SAG2Retriever(BaseRetriever):
     Each query runs the SAG2 rounds of ``sag2-retrievers``: BM25 candidates from one SQLite
     FTS5 file, a yes/no evidence judge, and passage-term-passage expansion, returning up to
     ``k`` source documents. Documents are stored whole and split into chunks near 2,200
-    characters; a result's ``page_content`` is the best chunk of its source document.
+    characters; a result's ``page_content`` is the best chunk of its source document. After
+    each query the rounds are reported to the run's callbacks: one ``on_text`` line and one
+    ``sag2_round`` custom event per round, then a ``sag2_result`` event.
 
     Setup:
         Install ``langchain-sag2``. With ``judge=None`` the retriever uses the offline local
@@ -210,7 +213,8 @@ class SAG2Retriever(BaseRetriever):
         **kwargs: Any,
     ) -> SAG2Retriever:
         """Index LangChain documents (upserting by id) and return a retriever over them."""
-        retriever = cls(db_path=db_path, judge=judge, **kwargs)
+        path = None if db_path is None else Path(db_path)
+        retriever = cls(db_path=path, judge=judge, **kwargs)
         try:
             retriever.add_documents(documents, ids)
         except BaseException:
@@ -247,7 +251,8 @@ class SAG2Retriever(BaseRetriever):
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents (with all their chunks) by id; returns how many were stored."""
         self._require_open()
-        return self._index.delete(ids)
+        removed: int = self._index.delete(ids)
+        return removed
 
     def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
         """The core record of a LangChain document: text, title from metadata, metadata."""
@@ -321,15 +326,19 @@ class SAG2Retriever(BaseRetriever):
             self._release()
 
     def __enter__(self) -> SAG2Retriever:
+        """Use the retriever in a ``with`` block that closes it."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        """Close on leaving the ``with`` block."""
         self.close()
 
     async def __aenter__(self) -> SAG2Retriever:
+        """Use the retriever in an ``async with`` block that closes it."""
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        """Close on leaving the ``async with`` block."""
         await self.aclose()
 
     def _release(self) -> None:
@@ -427,7 +436,7 @@ def _reports(result: RetrievalResult, sources: Mapping[int, str]) -> list[Report
     }
     text = (
         f"SAG2 finished ({result.stop_reason}): {len(result.hits)} documents, "
-        f"{result.judgments} judgments{', judge failed (BM25 order)' if result.degraded else ''}\n"
+        f"{result.judgments} judgments\n"
     )
     return [*reports, (RESULT_EVENT, text, outcome)]
 

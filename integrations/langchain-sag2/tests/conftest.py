@@ -7,18 +7,21 @@ from pathlib import Path
 
 import pytest
 from langchain_core.documents import Document
-from sag2_retrievers.judges import OverlapJudge
-
 from langchain_sag2 import SAG2Retriever
 
-EIFFEL_QUESTION = "Where was the designer of the Eiffel Tower born?"
+from sag2_retrievers.judges import OverlapJudge
 
 
 @pytest.fixture(scope="session")
 def eiffel_documents() -> list[Document]:
     """The designer's birthplace (Dijon) is only reachable through the designer's name."""
     rows = [
-        ("paris", "Paris", "en", "Paris is the capital of France. The Eiffel Tower stands in Paris."),
+        (
+            "paris",
+            "Paris",
+            "en",
+            "Paris is the capital of France. The Eiffel Tower stands in Paris.",
+        ),
         (
             "tower",
             "Eiffel Tower",
@@ -41,7 +44,9 @@ def eiffel_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def eiffel_retriever(eiffel_documents: list[Document], eiffel_path: Path) -> Iterator[SAG2Retriever]:
+def eiffel_retriever(
+    eiffel_documents: list[Document], eiffel_path: Path
+) -> Iterator[SAG2Retriever]:
     """A retriever over the Eiffel corpus with the deterministic overlap judge and k=3."""
     with SAG2Retriever.from_documents(
         eiffel_documents, db_path=eiffel_path, judge=OverlapJudge(), k=3

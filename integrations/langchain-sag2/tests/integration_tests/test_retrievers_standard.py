@@ -1,4 +1,4 @@
-"""LangChain's standard retriever tests, unmodified, over a small index and a deterministic judge."""
+"""LangChain's standard retriever tests, unmodified, over a small index and a fake judge."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from langchain_core.documents import Document
-from langchain_tests.integration_tests import RetrieversIntegrationTests
-from sag2_retrievers.judges import OverlapJudge
-
 from langchain_sag2 import SAG2Retriever
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+
+from sag2_retrievers.judges import OverlapJudge
 
 
 class TestSAG2RetrieverStandard(RetrieversIntegrationTests):

@@ -18,6 +18,7 @@ from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import MetadataFilters
+
 from sag2_retrievers import (
     IndexSettings,
     InvalidInputError,

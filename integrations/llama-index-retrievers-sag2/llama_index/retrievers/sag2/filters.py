@@ -14,6 +14,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
+
 from sag2_retrievers import InvalidInputError
 from sag2_retrievers.index import Filters, FilterValue
 

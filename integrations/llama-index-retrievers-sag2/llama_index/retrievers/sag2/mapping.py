@@ -23,6 +23,7 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
+
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
 

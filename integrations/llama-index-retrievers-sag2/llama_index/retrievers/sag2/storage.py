@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index.core.vector_stores.types import MetadataFilters
+
 from sag2_retrievers import InvalidInputError, SAG2Config
 
 INDEX_FILE = "sag2_index.sqlite"

@@ -1,0 +1,143 @@
+"""Reading user corpora in every accepted shape, and committing them to an index in batches."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sag2_retrievers import Document, SQLiteIndex
+from sag2_retrievers.corpus_io import add_in_batches, read_corpus
+from sag2_retrievers.errors import InvalidInputError
+from sag2_retrievers.eval import Passage
+
+
+def _write_json(path: Path, payload: Any) -> Path:
+    """Write a JSON payload and return the path."""
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def _write_lines(path: Path, lines: list[str]) -> Path:
+    """Write raw lines and return the path."""
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_json_list_records_get_content_ids(tmp_path: Path) -> None:
+    """HippoRAG passages get Passage.doc_id, so a gold identity maps to a stable id."""
+    path = _write_json(tmp_path / "c.json", [{"title": "Rome", "text": "Rome is old."}])
+    [document] = read_corpus(path)
+    assert document.id == Passage("Rome", "Rome is old.").doc_id
+    assert (document.title, document.text) == ("Rome", "Rome is old.")
+
+
+def test_title_to_sentences_dict_joins_sentences(tmp_path: Path) -> None:
+    """The HotpotQA corpus shape joins sentences without a separator, as HippoRAG does."""
+    path = _write_json(tmp_path / "c.json", {"Tiber": ["A river.", " It flows."]})
+    [document] = read_corpus(path)
+    assert document.text == "A river. It flows."
+    assert document.id == Passage("Tiber", "A river. It flows.").doc_id
+
+
+def test_jsonl_keeps_ids_and_metadata_and_skips_blank_lines(tmp_path: Path) -> None:
+    """Explicit ids (integers too) and metadata pass through; blank lines are ignored."""
+    path = _write_lines(
+        tmp_path / "c.jsonl",
+        [
+            json.dumps({"id": "a", "text": "Alpha.", "metadata": {"lang": "en"}}),
+            "",
+            json.dumps({"id": 7, "title": "Seven", "text": "Seventh."}),
+        ],
+    )
+    documents = list(read_corpus(path))
+    assert [d.id for d in documents] == ["a", "7"]
+    assert documents[0].metadata == {"lang": "en"}
+    assert documents[1].title == "Seven"
+
+
+def test_unknown_suffix_with_one_object_per_line_is_read_as_jsonl(tmp_path: Path) -> None:
+    """A `.txt` file of JSON lines is recognised by its first line."""
+    path = _write_lines(tmp_path / "c.txt", ['{"text": "One."}', '{"text": "Two."}'])
+    assert [d.text for d in read_corpus(path)] == ["One.", "Two."]
+
+
+def test_bad_jsonl_line_is_named(tmp_path: Path) -> None:
+    """A malformed line is reported with its 1-based line number."""
+    path = _write_lines(tmp_path / "c.jsonl", ['{"text": "Fine."}', "{not json"])
+    with pytest.raises(InvalidInputError, match=r"line 2: not valid JSON"):
+        list(read_corpus(path))
+
+
+def test_record_without_text_is_named(tmp_path: Path) -> None:
+    """A list record lacking text is reported with its 1-based record number."""
+    path = _write_json(tmp_path / "c.json", [{"title": "A", "text": "a"}, {"title": "B"}])
+    with pytest.raises(InvalidInputError, match=r"record 2: needs a string `text`"):
+        list(read_corpus(path))
+
+
+def test_empty_text_error_names_line_and_document(tmp_path: Path) -> None:
+    """Document validation errors keep the document's own message and gain the location."""
+    path = _write_lines(tmp_path / "c.jsonl", [json.dumps({"id": "x", "text": "  "})])
+    with pytest.raises(InvalidInputError, match=r"line 1: document 'x': text is empty"):
+        list(read_corpus(path))
+
+
+def test_jsonl_in_a_json_file_suggests_the_suffix(tmp_path: Path) -> None:
+    """JSONL saved as `.json` fails with a hint to rename it."""
+    path = _write_lines(tmp_path / "c.json", ['{"text": "One."}', '{"text": "Two."}'])
+    with pytest.raises(InvalidInputError, match=r"\.jsonl suffix"):
+        read_corpus(path)
+
+
+def test_missing_file_is_reported(tmp_path: Path) -> None:
+    """A path that does not exist fails before anything is read."""
+    with pytest.raises(InvalidInputError, match="does not exist"):
+        read_corpus(tmp_path / "absent.jsonl")
+
+
+def test_scalar_json_is_rejected(tmp_path: Path) -> None:
+    """A JSON number is none of the accepted shapes."""
+    with pytest.raises(InvalidInputError, match="expected a JSON list"):
+        read_corpus(_write_json(tmp_path / "c.json", 3))
+
+
+def test_batches_upsert_repeated_ids(tmp_path: Path) -> None:
+    """A repeated id replaces the earlier record, within a batch and across batches."""
+    documents = [
+        Document("a", "first"),
+        Document("b", "bee"),
+        Document("a", "second"),
+        Document("b", "bee again"),
+        Document("a", "third"),
+    ]
+    with SQLiteIndex(tmp_path / "i.db") as index:
+        report = add_in_batches(index, documents, batch_size=2)
+        assert index.document_count() == 2
+        stored = index.document("a")
+        assert stored is not None and stored.text == "third"
+    assert (report.records, report.batches) == (5, 3)
+
+
+def test_interrupted_ingest_keeps_committed_batches(tmp_path: Path) -> None:
+    """A failure mid-stream leaves every batch committed before it in the index."""
+
+    def documents() -> Iterator[Document]:
+        yield from (Document(str(n), f"text {n}") for n in range(5))
+        raise InvalidInputError("bad record")
+
+    committed: list[int] = []
+    with SQLiteIndex(tmp_path / "i.db") as index:
+        with pytest.raises(InvalidInputError):
+            add_in_batches(index, documents(), batch_size=2, on_batch=committed.append)
+        assert index.document_count() == 4
+    assert committed == [2, 2]
+
+
+def test_batch_size_must_be_positive(tmp_path: Path) -> None:
+    """A zero batch size is refused."""
+    with SQLiteIndex(tmp_path / "i.db") as index, pytest.raises(InvalidInputError):
+        add_in_batches(index, [], batch_size=0)
