@@ -231,12 +231,11 @@ def run_index(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with SQLiteIndex(args.db, settings) as index, _progress(args, "indexing", "doc") as bar:
         report = add_in_batches(index, documents, batch_size=args.batch_size, on_batch=bar.update)
-        index.optimize()
         stats = index.stats()
     print(
         f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
         f"{args.db} holds {stats['documents']:,} documents, {stats['units']:,} units, "
-        f"{stats['bytes']:,} bytes"
+        f"{_file_bytes(args.db):,} bytes"
     )
     return EXIT_OK
 
@@ -359,13 +358,13 @@ def run_eval(args: argparse.Namespace) -> int:
     questions = _questions_with_gold(args.questions)
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None
-    index_seconds, index = _eval_index(args, questions)
-    with index:
+    index_seconds, index_bytes = _eval_index(args, questions)
+    with SQLiteIndex(args.db) as index:
         judge = _judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
         options = EvalOptions(args.method, config, budgets, _concurrency(args))
         run = asyncio.run(_evaluate(index, selected, judge, options, args))
-        report = run.to_json(index_seconds, index.stats()["bytes"])
+        report = run.to_json(index_seconds, index_bytes)
     report.update(questions_file=str(args.questions), db=str(args.db))
     _print_eval_table(report)
     if args.out:
@@ -388,17 +387,15 @@ def _questions_with_gold(path: str) -> list[EvalQuestion]:
 
 def _eval_index(
     args: argparse.Namespace, questions: Sequence[EvalQuestion]
-) -> tuple[float | None, SQLiteIndex]:
-    """Open the index, building it first (and timing it) when the file does not exist."""
+) -> tuple[float | None, int]:
+    """Build the index (timed) unless its file exists; return build seconds and file bytes."""
     if Path(args.db).exists():
         print(f"using the existing index {args.db}")
-        return None, SQLiteIndex(args.db)
+        return None, _file_bytes(args.db)
     documents = read_corpus(args.corpus) if args.corpus else pooled_documents(questions)
-    started = time.perf_counter()
-    index = _build_index(args.db, documents, args)
-    seconds = time.perf_counter() - started
+    seconds = _build_index(args.db, documents, args)
     print(f"built {args.db} from {args.corpus or 'the pooled paragraphs'} in {seconds:.2f} s")
-    return seconds, index
+    return seconds, _file_bytes(args.db)
 
 
 def pooled_documents(questions: Iterable[EvalQuestion]) -> Iterator[Document]:
@@ -407,19 +404,21 @@ def pooled_documents(questions: Iterable[EvalQuestion]) -> Iterator[Document]:
         yield Document(passage.doc_id, passage.text, passage.title)
 
 
-def _build_index(db: str, documents: Iterable[Document], args: argparse.Namespace) -> SQLiteIndex:
-    """A new index holding the documents; the half-built file is removed if anything fails."""
+def _build_index(db: str, documents: Iterable[Document], args: argparse.Namespace) -> float:
+    """Create an index of the documents and return the seconds it took.
+
+    A half-built file is removed if anything fails, so a later run does not mistake it for
+    a finished index.
+    """
     _make_parent(db)
-    index = SQLiteIndex(db)
+    started = time.perf_counter()
     try:
-        with _progress(args, "indexing", "doc") as bar:
+        with SQLiteIndex(db) as index, _progress(args, "indexing", "doc") as bar:
             add_in_batches(index, documents, on_batch=bar.update)
-        index.optimize()
     except BaseException:
-        index.close()
         _remove_index_files(db)
         raise
-    return index
+    return time.perf_counter() - started
 
 
 def _remove_index_files(db: str) -> None:
@@ -516,7 +515,7 @@ def run_demo(args: argparse.Namespace) -> int:
         db = args.db or os.path.join(scratch, "demo.db")
         if not Path(db).exists():
             with resources.as_file(data / "demo_corpus.json") as corpus_path:
-                _build_index(db, read_corpus(corpus_path), args).close()
+                _build_index(db, read_corpus(corpus_path), args)
         with SQLiteIndex(db) as index:
             run = asyncio.run(_demo_run(index, questions, args, db))
     for number, question_run in enumerate(run.runs, start=1):
@@ -601,6 +600,12 @@ def _progress(
     hidden = bool(getattr(args, "quiet", False)) or not stream.isatty()
     with tqdm(total=total, desc=description, unit=unit, file=stream, disable=hidden) as bar:
         yield bar
+
+
+def _file_bytes(db: str) -> int:
+    """The size of an index file with its write-ahead log, if one is present."""
+    wal = Path(db + "-wal")
+    return Path(db).stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
 def _make_parent(path: str) -> None:

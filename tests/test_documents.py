@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def test_id_must_be_a_non_empty_string(doc_id: Any) -> None:
 
 @pytest.mark.parametrize("text", ["", " \n\t "])
 def test_empty_text_is_rejected_naming_the_document(text: str) -> None:
-    with pytest.raises(InvalidInputError, match="'doc-7'.*empty"):
+    with pytest.raises(InvalidInputError, match=r"'doc-7'.*empty"):
         Document("doc-7", text)
 
 
@@ -53,12 +54,12 @@ def test_empty_text_is_rejected_naming_the_document(text: str) -> None:
 def test_malformed_fields_are_rejected_naming_the_document(
     fields: dict[str, Any], problem: str
 ) -> None:
-    with pytest.raises(InvalidInputError, match=f"'doc-7'.*{problem}"):
+    with pytest.raises(InvalidInputError, match=rf"'doc-7'.*{problem}"):
         Document("doc-7", **fields)
 
 
 def test_text_longer_than_the_limit_is_rejected_naming_the_document() -> None:
-    with pytest.raises(InvalidInputError, match="'huge'.*split it first"):
+    with pytest.raises(InvalidInputError, match=r"'huge'.*split it first"):
         Document("huge", "a" * (MAX_TEXT_CHARS + 1))
 
 
@@ -139,7 +140,7 @@ def test_chinese_full_stop_counts_as_a_sentence_end() -> None:
 def test_spans_are_ordered_trimmed_and_lose_only_whitespace(text: str, target: int) -> None:
     spans = chunk_spans(text, target)
     gaps = [text[0 : spans[0].start]] if spans else [text]
-    gaps += [text[left.end : right.start] for left, right in zip(spans, spans[1:])]
+    gaps += [text[left.end : right.start] for left, right in pairwise(spans)]
     gaps += [text[spans[-1].end :]] if spans else []
     assert all(gap.strip() == "" for gap in gaps)
     assert all(piece and piece == piece.strip() for piece in pieces(text, spans))
@@ -157,6 +158,6 @@ def test_each_cut_lies_between_point_eight_and_one_point_two_targets(
     """A chunk with the whitespace around it spans 0.8-1.2 targets (trimming: see the xfail)."""
     spans = chunk_spans(text, target)
     previous_ends = [0] + [span.end for span in spans]
-    for previous_end, span, following in zip(previous_ends, spans, spans[1:]):
+    for previous_end, (span, following) in zip(previous_ends, pairwise(spans), strict=False):
         assert span.end - span.start <= 1.2 * target
         assert following.start - previous_end >= 0.8 * target

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sag2_retrievers import _ingest
-from sag2_retrievers.documents import Document, Unit
+from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexSettingsMismatchError,
     IndexUnavailableError,
@@ -73,7 +73,9 @@ def test_hit_carries_title_unit_text_and_offsets(tiny_index: SQLiteIndex) -> Non
     assert hit.text == document.text[hit.char_start : hit.char_end] == document.text
 
 
-def test_stored_document_round_trips(tiny_index: SQLiteIndex, tiny_corpus: tuple[Document, ...]) -> None:
+def test_stored_document_round_trips(
+    tiny_index: SQLiteIndex, tiny_corpus: tuple[Document, ...]
+) -> None:
     assert tiny_index.document("pku") == tiny_corpus[5]
     assert tiny_index.document("missing") is None
 
@@ -138,7 +140,7 @@ def test_batch_with_a_repeated_id_raises_and_changes_nothing(tiny_index: SQLiteI
 def test_batch_with_a_non_document_raises_and_changes_nothing(tiny_index: SQLiteIndex) -> None:
     before = snapshot(tiny_index)
     batch: list[Any] = [Document("new", "Quokkas live on Rottnest."), {"id": "x", "text": "t"}]
-    with pytest.raises(InvalidInputError, match="item 1 .* not a Document"):
+    with pytest.raises(InvalidInputError, match=r"item 1 .* not a Document"):
         tiny_index.add_documents(batch)
     assert snapshot(tiny_index) == before
 
@@ -152,7 +154,7 @@ def test_batch_with_unserialisable_metadata_raises_and_changes_nothing(
         Document("hobbit", "Replaced text about quokkas."),
         Document("bad", "Quokkas again.", metadata={"value": value}),
     ]
-    with pytest.raises(InvalidInputError, match="'bad'.*JSON"):
+    with pytest.raises(InvalidInputError, match=r"'bad'.*JSON"):
         tiny_index.add_documents(batch)
     assert snapshot(tiny_index) == before
 

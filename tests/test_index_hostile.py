@@ -14,7 +14,9 @@ from sag2_retrievers.errors import InvalidInputError
 from sag2_retrievers.index import SQLiteIndex
 
 SYNTAX_CORPUS = (
-    Document("operators", "NOT AND OR NEAR are words here; so are col and title.", title="Operators"),
+    Document(
+        "operators", "NOT AND OR NEAR are words here; so are col and title.", title="Operators"
+    ),
     Document("syntax", "C++ and C# and a-b and foo:bar appear in this text.", title="Syntax"),
     Document("obrien", "O'Brien's pub doesn't close.", title="O'Brien"),
 )

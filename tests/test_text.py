@@ -26,12 +26,14 @@ from sag2_retrievers.text import (
 jieba.setLogLevel(logging.WARNING)
 
 SPEC_ENGLISH_STOPWORDS = (
-    "the a an of in on at to for and or is are was were be by with from which what who how "
-    "when where does do did that this it as"
-).split()
+    "the", "a", "an", "of", "in", "on", "at", "to", "for", "and", "or", "is", "are", "was", "were",
+    "be", "by", "with", "from", "which", "what", "who", "how", "when", "where", "does", "do",
+    "did", "that", "this", "it", "as",
+)  # fmt: skip
 SPEC_CHINESE_STOPWORDS = (
-    "的 了 是 在 和 与 或 哪 什么 哪个 哪些 如何 怎么 为什么 是否 这 那 一个 一种 请 我 你 他 它 吗 呢 吧 地 得"
-).split()
+    "的", "了", "是", "在", "和", "与", "或", "哪", "什么", "哪个", "哪些", "如何", "怎么", "为什么",
+    "是否", "这", "那", "一个", "一种", "请", "我", "你", "他", "它", "吗", "呢", "吧", "地", "得",
+)  # fmt: skip
 
 
 def sentences(text: str) -> list[str]:

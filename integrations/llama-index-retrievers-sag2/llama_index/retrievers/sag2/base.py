@@ -56,14 +56,15 @@ class SAG2Retriever(BaseRetriever):
     source document through ``NodeRelationship.SOURCE``, and carries ``start_char_idx`` and
     ``end_char_idx`` in that document's text.
 
-    Setup:
-        ``pip install llama-index-retrievers-sag2``
-
-    Instantiate:
-        ``SAG2Retriever.from_defaults(nodes=nodes, judge=judge, similarity_top_k=10)``
-
-    Usage:
-        ``retriever.retrieve("Who directed the film that won ...?")``
+    Args:
+        sqlite_index: the open SAG2 index (`from_defaults` builds one from nodes).
+        judge: the evidence judge; None loads the offline local judge (no network, no key).
+        config: SAG2 parameters; the judge's texts are also exposed as prompts.
+        similarity_top_k: results per query (0 returns nothing and spends no judgment).
+        filters: EQ/IN metadata filters, AND-ed, applied inside SQLite to every query; a
+            `SAG2QueryBundle` adds filters for one query.
+        title_key: the metadata key whose string value is indexed as the node's title.
+        allow_remote_judges: False refuses judges that send text off the machine.
     """
 
     def __init__(
