@@ -144,7 +144,7 @@ def choose_context_weight(split: Split, cache: Path, encoder: MiniLMEncoder) -> 
     """The grid weight with the best H=2 R@10 on the split (the smallest on ties)."""
     best = (-1.0, 0.0)
     for weight in CONTEXT_WEIGHT_GRID:
-        local.CONTEXT_WEIGHT = weight
+        local.CONTEXT_WEIGHT = weight  # read by the judge at scoring time
         judge = LocalJudge("question+context", cache_path=cache, encoder=encoder)
         results, _, _ = engine_results(split, judge, hops=2)
         print(row(f"question+context, weight {weight}, H=2", results), flush=True)

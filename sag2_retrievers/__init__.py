@@ -13,7 +13,7 @@ from .errors import (
     RemoteJudgeRefusedError,
     SAG2Error,
 )
-from .index import SearchHit, SQLiteIndex
+from .index import Filters, SearchHit, SQLiteIndex
 from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 
@@ -23,6 +23,7 @@ __all__ = [
     "Candidate",
     "ContextPassage",
     "Document",
+    "Filters",
     "IndexSettings",
     "IndexSettingsMismatchError",
     "IndexUnavailableError",

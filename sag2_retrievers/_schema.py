@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from .text import ANALYZER_VERSION, STOPWORDS
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 

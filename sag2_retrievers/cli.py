@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -65,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(error), EXIT_USAGE)
     except SAG2Error as error:
         return _fail(str(error), EXIT_FAILURE)
+    except sqlite3.Error as error:
+        return _fail(f"SQLite: {error}; check that --db names a SAG2 index file", EXIT_FAILURE)
     except OSError as error:
         return _fail(str(error), EXIT_FAILURE)
     except KeyboardInterrupt:
@@ -551,8 +554,8 @@ def _print_chain(number: int, total: int, run: QuestionRun) -> None:
     for rank, source in enumerate(top_ten, start=1):
         if rank <= 5 or source.identity in gold:
             mark = "yes" if source.identity in gold else ""
-            print(f"  {rank:>4} {source.round_found:>5} {source.score:>6.2f}  {mark:<4}  ", end="")
-            print(source.title)
+            columns = f"{rank:>4} {source.round_found:>5} {source.score:>6.2f}  {mark:<4}"
+            print(f"  {columns}  {source.title}")
     found = {source.identity for source in top_ten}
     missed = [identity.split("\n", 1)[0] for identity in question.gold if identity not in found]
     if missed:

@@ -7,6 +7,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -103,6 +104,7 @@ class SAG2Engine:
         self.config = config or SAG2Config()
         self._loop_thread: _LoopThread | None = None
         self._loop_lock = threading.Lock()
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def __repr__(self) -> str:
         return f"SAG2Engine(index={self.index!r}, judge={self.judge.identity!r})"
@@ -120,6 +122,8 @@ class SAG2Engine:
     ) -> RetrievalResult:
         """Retrieve up to ``top_k`` source documents of evidence for ``question``."""
         _check_request(question, top_k)
+        if top_k == 0:
+            return RetrievalResult(question, (), (), (), UsageSnapshot(), "top_k is 0")
         usage_before = self.judge.usage.snapshot()
         state = await asyncio.to_thread(self._start, question, filters)
         degraded = False
@@ -332,12 +336,15 @@ class SAG2Engine:
         with self._loop_lock:
             if self._loop_thread is None:
                 self._loop_thread = _LoopThread()
+                self._finalizer = weakref.finalize(self, self._loop_thread.stop)
             return self._loop_thread
 
     def _stop_loop(self) -> None:
         """Stop the private event loop thread if one was started."""
         with self._loop_lock:
             if self._loop_thread is not None:
+                if self._finalizer is not None:
+                    self._finalizer.detach()
                 self._loop_thread.stop()
                 self._loop_thread = None
 
@@ -355,7 +362,9 @@ class _LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
-        """Stop and close the loop."""
+        """Stop and close the loop (a no-op when already stopped)."""
+        if self.loop.is_closed():
+            return
         if threading.current_thread() is self.thread:
             raise RuntimeError("cannot stop the engine's loop from inside it")
         self.loop.call_soon_threadsafe(self.loop.stop)

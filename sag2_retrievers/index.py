@@ -58,8 +58,15 @@ class SQLiteIndex:
     """
 
     def __init__(self, path: str | os.PathLike[str], settings: IndexSettings | None = None):
+        if str(path) in ("", ":memory:") or str(path).startswith("file:"):
+            raise InvalidInputError(
+                f"SQLiteIndex needs a file path, got {str(path)!r}: an in-memory database "
+                "would be private to each thread; use a temporary file instead"
+            )
         self.path = Path(path)
         self._local = threading.local()
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._closed = False
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
@@ -80,14 +87,24 @@ class SQLiteIndex:
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection (created on first use), in WAL mode with a busy timeout."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if self._closed:
+            if connection is not None:
+                connection.close()
+                self._local.connection = None
+            raise IndexUnavailableError(f"index {str(self.path)!r} is closed; open it again")
         if connection is None:
             connection = sqlite3.connect(
-                self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None
+                self.path,
+                timeout=BUSY_TIMEOUT_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
             )
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
+            with self._write_lock:
+                self._connections.append((threading.current_thread(), connection))
         return connection
 
     def _open(self, requested: IndexSettings | None) -> IndexSettings:
@@ -109,10 +126,18 @@ class SQLiteIndex:
         return settings
 
     def close(self) -> None:
-        """Close this thread's connection and stop any analysis workers."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
+        """Close the index: this thread's connection and those of finished threads now;
+        any other thread's on its next use (which then raises). Idempotent."""
+        current = threading.current_thread()
+        with self._write_lock:
+            self._closed = True
+            still_open = []
+            for thread, connection in self._connections:
+                if thread is current or not thread.is_alive():
+                    connection.close()
+                else:
+                    still_open.append((thread, connection))
+            self._connections = still_open
             self._local.connection = None
         if self._executor is not None:
             self._executor.shutdown()

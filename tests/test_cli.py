@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,10 @@ import pytest
 
 from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.cli import main
+from sag2_retrievers.errors import InvalidInputError, JudgeConfigurationError
 from sag2_retrievers.eval import Passage
+from sag2_retrievers.judges import CachedJudge, JEVJudge, OpenAICompatJudge, OverlapJudge
+from sag2_retrievers.judges.factory import default_judge_name, make_judge
 
 PARAGRAPHS = [
     ("Moonlight Waltz", "Moonlight Waltz is a piece composed by Arvid Lind in 1901.", True),
@@ -30,7 +34,12 @@ COMPOSER_QUESTION = "In which country was the composer of Moonlight Waltz born?"
 @pytest.fixture(autouse=True)
 def _no_judge_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands never see a real API key, so no test can reach the network."""
-    for name in ("OPENROUTER_API_KEY", "TYPESAFE_API_KEY", "SAG2_OPENAI_BASE_URL"):
+    for name in (
+        "OPENROUTER_API_KEY",
+        "TYPESAFE_API_KEY",
+        "SAG2_OPENAI_BASE_URL",
+        "SAG2_OPENAI_MODEL",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -204,6 +213,16 @@ def test_query_missing_db_fails_without_creating_it(
     assert code == 1
     assert "does not exist" in err and "sag2 index" in err
     assert not db.exists()
+
+
+def test_query_on_a_file_that_is_not_an_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A non-database file is reported in one line, not with a traceback."""
+    db = tmp_path / "notes.db"
+    db.write_text("not a database")
+    code, _, err = _run(["query", "--db", str(db), "question", "--judge", "fake"], capsys)
+    assert code == 1 and "SAG2 index" in err and "Traceback" not in err
 
 
 def test_query_jev_without_key_names_the_variables(
@@ -417,3 +436,61 @@ def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
     """--help is not an error."""
     code, out, _ = _run(["--help"], capsys)
     assert code == 0 and "demo" in out
+
+
+# -- judge factory (what --judge, --model, --base-url and --cache build)
+
+
+def test_factory_builds_the_fake_and_wraps_a_cache(tmp_path: Path) -> None:
+    """`fake` is the overlap judge; a cache path wraps it without changing its identity."""
+    assert isinstance(make_judge("fake"), OverlapJudge)
+    cached = make_judge("fake", cache_path=str(tmp_path / "cache.db"))
+    assert isinstance(cached, CachedJudge) and cached.identity == OverlapJudge().identity
+    cached.close()
+
+
+def test_factory_jev_uses_the_key_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a TypeSafe key set, `jev` talks to TypeSafe and never shows the key."""
+    monkeypatch.setenv("TYPESAFE_API_KEY", "sk-test-secret")
+    judge = make_judge("jev", model="jev-test")
+    assert isinstance(judge, JEVJudge) and "jev-test" in judge.identity
+    assert "sk-test-secret" not in repr(judge)
+    assert default_judge_name() == "jev"
+
+
+def test_factory_default_is_local_without_keys() -> None:
+    """No JEV key means the offline judge."""
+    assert default_judge_name() == "local"
+
+
+def test_factory_openai_reads_url_and_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The OpenAI-compatible judge takes its server and model from the environment."""
+    monkeypatch.setenv("SAG2_OPENAI_BASE_URL", "http://127.0.0.1:8000")
+    monkeypatch.setenv("SAG2_OPENAI_MODEL", "qwen-test")
+    judge = make_judge("openai")
+    assert isinstance(judge, OpenAICompatJudge) and "qwen-test" in judge.identity
+    assert not judge.sends_data_off_machine
+
+
+def test_factory_openai_without_settings_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing server or model names the options and variables."""
+    monkeypatch.delenv("SAG2_OPENAI_MODEL", raising=False)
+    with pytest.raises(JudgeConfigurationError, match="SAG2_OPENAI_MODEL"):
+        make_judge("openai", base_url="http://127.0.0.1:8000")
+
+
+def test_factory_local_without_its_dependencies_explains(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """When onnxruntime is missing, the local judge fails with an install hint (exit 1)."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with pytest.raises(JudgeConfigurationError, match="pip install"):
+        make_judge("local")
+    code, _, err = _run(["query", "--db", str(db), "question", "--judge", "local"], capsys)
+    assert code == 1 and "pip install" in err
+
+
+def test_factory_rejects_unknown_names() -> None:
+    """An unknown judge name lists the choices."""
+    with pytest.raises(InvalidInputError, match="local, jev, openai, fake"):
+        make_judge("oracle")

@@ -315,9 +315,10 @@ def test_bad_requests_raise_input_errors(big_index: SQLiteIndex) -> None:
         engine.retrieve(QUESTION, -1)
 
 
-def test_top_k_zero_returns_no_hits_but_keeps_the_ranking(big_index: SQLiteIndex) -> None:
-    result = SAG2Engine(big_index, ScriptedJudge(hashed_score)).retrieve(QUESTION, 0)
-    assert result.hits == () and len(result.units) == 100
+def test_top_k_zero_returns_nothing_without_judging(big_index: SQLiteIndex) -> None:
+    judge = ScriptedJudge(hashed_score)
+    result = SAG2Engine(big_index, judge).retrieve(QUESTION, 0)
+    assert result.hits == () and result.units == () and judge.requests == []
 
 
 def test_empty_index_returns_nothing(tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import sqlite3
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -63,11 +62,11 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def encoder() -> Iterator[MiniLMEncoder]:
+def encoder() -> MiniLMEncoder:
     """One loaded model shared by the module's tests."""
     if not _runtime_installed():
         pytest.skip('the local judge needs: pip install "sag2-retrievers[local]"')
-    yield MiniLMEncoder()
+    return MiniLMEncoder()
 
 
 @needs_model
@@ -138,6 +137,16 @@ async def test_repeated_texts_are_encoded_once_per_judge(encoder: MiniLMEncoder)
     await judge.score(JudgeRequest(QUESTION, (RELEVANT, RELEVANT)))
     await judge.score(JudgeRequest(QUESTION, (RELEVANT,)))
     assert encoder.texts_encoded - encoded_before == 2
+
+
+async def test_precomputed_passages_are_not_encoded_again_when_judged(
+    encoder: MiniLMEncoder,
+) -> None:
+    judge = LocalJudge(encoder=encoder)
+    judge.precompute([RELEVANT, UNRELATED])
+    encoded_before = encoder.texts_encoded
+    await judge.score(JudgeRequest(QUESTION, (RELEVANT, UNRELATED)))
+    assert encoder.texts_encoded - encoded_before == 1  # only the question
 
 
 async def test_context_variant_changes_scores_when_context_is_given(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import string
 import unicodedata
 
 import jieba
@@ -31,8 +32,9 @@ SPEC_ENGLISH_STOPWORDS = (
     "did", "that", "this", "it", "as",
 )  # fmt: skip
 SPEC_CHINESE_STOPWORDS = (
-    "的", "了", "是", "在", "和", "与", "或", "哪", "什么", "哪个", "哪些", "如何", "怎么", "为什么",
-    "是否", "这", "那", "一个", "一种", "请", "我", "你", "他", "它", "吗", "呢", "吧", "地", "得",
+    "的", "了", "是", "在", "和", "与", "或", "哪", "什么", "哪个", "哪些", "如何", "怎么",
+    "为什么", "是否", "这", "那", "一个", "一种", "请", "我", "你", "他", "它", "吗", "呢", "吧",
+    "地", "得",
 )  # fmt: skip
 
 
@@ -130,7 +132,7 @@ _JOINED_RUN = re.compile(r"[a-z0-9]+(?:[.\-][a-z0-9]+)+")
 _NOT_FTS_ATOMIC = re.compile(r"[^0-9a-z.\-]+")
 _JOINER = re.compile(r"[.\-]")
 _GLUED_DICTIONARY_WORD = re.compile(r"[a-z0-9](?:c\+\+|c#)")
-_ASCII_CHARS = "abcxyzABCXYZ0123456789 \t\n.-%+#&_'\"!?,:;()/"
+_ASCII_CHARS = string.ascii_letters + string.digits + " \t\n.-%+#&_'\"!?,:;()/"
 _ASCII_FRAGMENTS = (
     "the", "of", "It", "c++", "C#", "AT&T", "u.s.", "3.14", "50%", "half-ounce", "x.y.z",
     "a.5", "1.2.3", "re-", "-ed", "don't", " ", "-", ".", "--", "..", "_", "10.5%", "e-mail",

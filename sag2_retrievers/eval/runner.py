@@ -85,12 +85,15 @@ class QuestionRun:
     degraded: bool = False
 
     @property
+    def result(self) -> QuestionResult:
+        """The question's gold and retrieved identities, as the metrics take them."""
+        identities = tuple(source.identity for source in self.sources)
+        return QuestionResult(self.question.id, self.question.gold, identities)
+
+    @property
     def metrics(self) -> dict[str, float]:
         """R@1, R@2, R@5, R@10 and AE@10 as fractions."""
-        identities = tuple(source.identity for source in self.sources)
-        return per_question_metrics(
-            QuestionResult(self.question.id, self.question.gold, identities)
-        )
+        return per_question_metrics(self.result)
 
 
 @dataclass(frozen=True)
@@ -105,12 +108,7 @@ class EvalRun:
 
     def summary(self) -> Summary:
         """Macro-averaged R@k and AE@k in percent."""
-        return summarize(
-            [
-                QuestionResult(r.question.id, r.question.gold, tuple(s.identity for s in r.sources))
-                for r in self.runs
-            ]
-        )
+        return summarize([run.result for run in self.runs])
 
     @property
     def judgments_per_question(self) -> float:
@@ -118,7 +116,13 @@ class EvalRun:
         return sum(run.judgments for run in self.runs) / len(self.runs)
 
     def to_json(self, index_seconds: float | None, index_bytes: int) -> dict[str, Any]:
-        """The machine-readable report, with enough per-question detail to compare two runs."""
+        """The machine-readable report, with enough per-question detail to compare two runs.
+
+        Summary metrics are in percent, per-question ones are fractions. Usage counts what this
+        run paid (cache hits add judgments but no calls, tokens or cost).
+        ``seconds_per_question`` is wall time over questions, so it reflects the concurrency;
+        each per-question ``seconds`` includes waiting for the judge shared with other questions.
+        """
         n = len(self.runs)
         summary = self.summary()
         return {

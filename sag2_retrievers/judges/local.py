@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -23,7 +24,7 @@ from ._embeddings import (
     MiniLMEncoder,
     Vectors,
 )
-from .base import Judge, JudgeRequest
+from .base import Candidate, Judge, JudgeRequest
 
 Variant = Literal["question", "question+context"]
 
@@ -117,6 +118,16 @@ class LocalJudge(Judge):
             question = context_query(question, context_vectors, weights)
         similarities: Vectors = passages @ question
         return similarities
+
+    def precompute(self, passages: Iterable[Candidate], batch_size: int = 256) -> None:
+        """Embed passages ahead of queries (e.g. after an ingest), so retrieval finds them cached.
+
+        Without it each passage is encoded the first time it is judged, which makes the first
+        questions over a new corpus slow (the model encodes a few dozen passages a second).
+        """
+        texts = [passage_text(p.title, p.text) for p in passages]
+        for start in range(0, len(texts), batch_size):
+            self._embedder.embed(texts[start : start + batch_size])
 
     def close(self) -> None:
         """Close the embedding cache's SQLite connection."""

@@ -77,9 +77,20 @@ def source_id(node: BaseNode) -> str:
     return node.source_node.node_id
 
 
-def summary(results: list[NodeWithScore]) -> list[tuple[str, float | None, str, dict[str, object]]]:
-    """What a comparison of two result lists should look at."""
-    return [(r.node.node_id, r.score, r.node.get_content(), dict(r.node.metadata)) for r in results]
+def summary(results: list[NodeWithScore]) -> list[tuple[object, ...]]:
+    """What a comparison of two result lists should look at: ids, scores, text, provenance."""
+    return [
+        (
+            r.node.node_id,
+            r.score,
+            r.node.get_content(),
+            dict(r.node.metadata),
+            source_id(r.node),
+            getattr(r.node, "start_char_idx", None),
+            getattr(r.node, "end_char_idx", None),
+        )
+        for r in results
+    ]
 
 
 @pytest.fixture
@@ -129,7 +140,7 @@ def test_unchunked_nodes_keep_their_node_ids(retriever: SAG2Retriever) -> None:
     assert ids[0] in ("tower", "eiffel")
 
 
-def test_result_ids_are_unique(tmp_path: Path) -> None:
+def test_result_ids_are_unique() -> None:
     """Ids never repeat, even when one long document yields many units."""
     long_document = Document(id_="long", text=long_text(), metadata={"title": "Long"})
     with SAG2Retriever.from_defaults(
@@ -495,6 +506,8 @@ def test_from_persist_path_opens_an_index_built_by_the_core(tmp_path: Path) -> N
         )
     with SAG2Retriever.from_persist_path(path, judge=OverlapJudge()) as retriever:
         node = retriever.retrieve("Where was Gustave Eiffel born?")[0].node
+        retriever.delete_ref_doc("e")
+        assert retriever.sqlite_index.document_count() == 0
     assert isinstance(node, TextNode)
     assert source_id(node) == "e"
     assert node.metadata["title"] == "Gustave Eiffel"

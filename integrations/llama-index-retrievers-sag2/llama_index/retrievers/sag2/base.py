@@ -299,7 +299,7 @@ class SAG2Retriever(BaseRetriever):
 
     def _filters(self, query_bundle: QueryBundle) -> Filters | None:
         """The retriever's filters AND the query's own (from a SAG2QueryBundle)."""
-        query_filters = getattr(query_bundle, "filters", None)
+        query_filters = query_bundle.filters if isinstance(query_bundle, SAG2QueryBundle) else None
         return to_core_filters(self.filters, query_filters)
 
     # -- prompts -------------------------------------------------------------------------------
