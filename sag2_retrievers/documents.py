@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,9 +11,10 @@ from typing import Any
 from .errors import InvalidInputError
 
 MAX_TEXT_CHARS = 50_000_000
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n")
-_SENTENCE_END = re.compile(r"[.!?。！？][\"')\]]?\s+")
-_WHITESPACE = re.compile(r"\s+")
+# Each pattern's group 1 ends where the chunk's content ends (before the break's whitespace).
+_PARAGRAPH_BREAK = re.compile(r"(\S)\s*\n")
+_SENTENCE_END = re.compile(r"([.!?][\"')\]]?)\s|([。！？][」』\"')\]]?)")
+_WHITESPACE = re.compile(r"(\S)\s")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Document:
         """Reject documents the index could not store faithfully, naming the document."""
         if not isinstance(self.id, str) or not self.id.strip():
             raise InvalidInputError(f"document id must be a non-empty string, got {self.id!r}")
+        _require_encodable(self.id, "id", self.id)
         for name in ("text", "title"):
             value = getattr(self, name)
             if not isinstance(value, str):
@@ -36,6 +39,7 @@ class Document:
                 )
             if "\x00" in value:
                 raise InvalidInputError(f"document {self.id!r}: {name} contains a NUL character")
+            _require_encodable(self.id, name, value)
         if not self.text.strip():
             raise InvalidInputError(f"document {self.id!r}: text is empty")
         if len(self.text) > MAX_TEXT_CHARS:
@@ -45,6 +49,18 @@ class Document:
             )
         if not isinstance(self.metadata, Mapping):
             raise InvalidInputError(f"document {self.id!r}: metadata must be a mapping")
+        _require_encodable(self.id, "metadata", repr(self.metadata))
+
+
+def _require_encodable(doc_id: str, field_name: str, value: str) -> None:
+    """Reject text that cannot be stored as UTF-8 (lone surrogates), naming the document."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"document {doc_id!r}: {field_name} holds a character that is not valid Unicode "
+            f"text (a lone surrogate at position {error.start})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -86,11 +102,18 @@ def chunk_spans(text: str, target: int) -> list[Span]:
 
 
 def _cut_point(text: str, start: int, target: int) -> int:
-    """The end of the chunk starting at ``start``: the best break inside the allowed window."""
-    low, high, ideal = start + int(0.8 * target), start + int(1.2 * target), start + target
-    window = text[low:high]
+    """The end of the chunk starting at ``start``: the best break inside the allowed window.
+
+    A break counts where the chunk's content would end, so trimming the whitespace after it
+    can never leave a chunk shorter than 0.8 x target.
+    """
+    low, high, ideal = start + math.ceil(0.8 * target), start + int(1.2 * target), start + target
     for pattern in (_PARAGRAPH_BREAK, _SENTENCE_END, _WHITESPACE):
-        ends = [low + match.end() for match in pattern.finditer(window)]
+        ends = [
+            match.end(match.lastindex or 0)
+            for match in pattern.finditer(text, max(start, low - 2), high + 1)
+        ]
+        ends = [end for end in ends if low <= end <= high]
         if ends:
             return min(ends, key=lambda end: (abs(end - ideal), end))
     return ideal

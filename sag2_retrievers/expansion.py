@@ -185,8 +185,7 @@ def _repaired_term_scores(
     is a corpus title and has one. Keys are the terms actually used, in priority order.
     """
     scores = index.term_scores(terms)
-    aliases = index.title_catalog().aliases
-    missing = {t: aliases[t] for t in terms if not scores[t] and t in aliases}
+    missing = {t: alias for t in terms if not scores[t] and (alias := index.title_alias(t))}
     alias_scores = index.term_scores(list(missing.values())) if missing else {}
     repaired: dict[str, dict[int, float]] = {}
     for term in terms:

@@ -109,11 +109,16 @@ class SQLiteIndex:
 
     def _open(self, requested: IndexSettings | None) -> IndexSettings:
         """Create the schema or check the stored settings against the requested ones."""
-        connection = self._connection()
+        try:
+            connection = self._connection()
+        except sqlite3.DatabaseError as error:
+            raise IndexUnavailableError(
+                f"{str(self.path)!r} is not a SAG2 index ({error}); choose another path"
+            ) from error
         with self._write_lock:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                stored = _read_meta(connection)
+                stored = _read_meta(self.path, connection)
                 settings = _reconcile_settings(self.path, stored, requested)
                 if not stored:
                     for statement in sql.CREATE_TABLES:
@@ -344,13 +349,16 @@ class SQLiteIndex:
         missing = [term for term in terms if members[term] == 0]
         if not missing:
             return list(terms)
-        aliases = self.title_catalog().aliases
-        candidates = {term: aliases[term] for term in missing if term in aliases}
+        candidates = {t: alias for t in missing if (alias := self.title_alias(t)) is not None}
         matched = self.document_frequencies_any(candidates.values()) if candidates else {}
         return [
             candidates[term] if term in candidates and matched[candidates[term]] > 0 else term
             for term in terms
         ]
+
+    def title_alias(self, term: str) -> str | None:
+        """The title phrase whose accent-folded form equals the folded term, if unique."""
+        return self.title_catalog().aliases.get(" ".join(tokenize(fold_accents(term))))
 
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Number of units matching each term in any field (used for "matches nothing")."""
@@ -419,9 +427,14 @@ def _probe_fts5() -> None:
         ) from error
 
 
-def _read_meta(connection: sqlite3.Connection) -> dict[str, str]:
+def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
     """The meta table as a dict; empty for a new file; an error for a non-SAG2 database."""
-    tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    try:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.DatabaseError as error:
+        raise IndexUnavailableError(
+            f"{str(path)!r} is not a SAG2 index ({error}); choose another path"
+        ) from error
     if "meta" not in tables:
         if tables - {"sqlite_sequence"}:
             raise IndexUnavailableError("the file holds a database that is not a SAG2 index")

@@ -111,22 +111,12 @@ def test_whitespace_nearest_the_target_is_chosen_when_there_is_no_sentence_end()
     assert chunk_spans(text, TARGET)[0] == Span(0, 98)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a whitespace run straddling 0.8 x target is trimmed off the chunk's end, leaving "
-    "the chunk shorter than 0.8 x target (here 7 < 8 characters)",
-)
 def test_trimming_never_leaves_a_chunk_below_point_eight_targets() -> None:
     text = "a" * 17 + "  " + "a" * 4
     spans = chunk_spans(text, 10)
     assert min(span.end - span.start for span in spans[:-1]) >= 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the sentence-end pattern requires whitespace after 。！？, which Chinese text "
-    "does not have, so Chinese text is cut mid-sentence at the target",
-)
 def test_chinese_full_stop_counts_as_a_sentence_end() -> None:
     text = "这是一个句子。" * 30
     assert chunk_spans(text, 50)[0] == Span(0, 49)
@@ -155,7 +145,7 @@ def test_spans_are_ordered_trimmed_and_lose_only_whitespace(text: str, target: i
 def test_each_cut_lies_between_point_eight_and_one_point_two_targets(
     text: str, target: int
 ) -> None:
-    """A chunk with the whitespace around it spans 0.8-1.2 targets (trimming: see the xfail)."""
+    """A chunk with the whitespace around it spans 0.8-1.2 targets (whitespace is trimmed)."""
     spans = chunk_spans(text, target)
     previous_ends = [0] + [span.end for span in spans]
     for previous_end, (span, following) in zip(previous_ends, pairwise(spans), strict=False):

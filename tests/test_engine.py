@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import warnings
+import zlib
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,8 @@ def synthetic_documents(count: int = 700, seed: int = 7) -> list[Document]:
 
 
 def hashed_score(_: JudgeRequest, candidate: Candidate) -> float:
-    """A deterministic pseudo-random score per passage, spread over [0, 1]."""
-    return (hash(candidate.text) % 1000) / 1000
+    """A deterministic pseudo-random score per passage, spread over [0, 1], practically unique."""
+    return zlib.crc32(candidate.text.encode()) / 2**32
 
 
 @pytest.fixture(scope="module")
