@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     p95 = local_ms[int(0.95 * (len(local_ms) - 1))]
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
     print(
-        "| corpus units | questions | local ms median | local ms p95 | judgments mean | max | rounds |"
+        "| corpus units | questions | local ms median | local ms p95 "
+        "| judgments mean | max | rounds |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     print(
