@@ -18,7 +18,14 @@ from .documents import Unit
 from .errors import InvalidInputError, JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
 from .index import Filters, SQLiteIndex
-from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest, UsageSnapshot
+from .judges.base import (
+    Candidate,
+    ContextPassage,
+    Judge,
+    JudgeRequest,
+    UsageSnapshot,
+    track_usage,
+)
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .text import tokenize
 
@@ -124,21 +131,20 @@ class SAG2Engine:
         _check_request(question, top_k)
         if top_k == 0:
             return RetrievalResult(question, (), (), (), UsageSnapshot(), "top_k is 0")
-        usage_before = self.judge.usage.snapshot()
         state = await asyncio.to_thread(self._start, question, filters)
         degraded = False
-        if not state.query_terms:
-            state.stop_reason = "no query expression"
-        else:
-            try:
-                await self._run_rounds(state)
-            except JudgeError as error:
-                if self.config.on_judge_error != "bm25":
-                    raise
-                warnings.warn(f"judge failed, returning lexical order: {error}", stacklevel=2)
-                degraded = True
-        usage = self.judge.usage.snapshot() - usage_before
-        return await asyncio.to_thread(self._finish, state, top_k, usage, degraded)
+        with track_usage(self.judge.usage) as spent:
+            if not state.query_terms:
+                state.stop_reason = "no query expression"
+            else:
+                try:
+                    await self._run_rounds(state)
+                except JudgeError as error:
+                    if self.config.on_judge_error != "bm25":
+                        raise
+                    warnings.warn(f"judge failed, returning lexical order: {error}", stacklevel=2)
+                    degraded = True
+        return await asyncio.to_thread(self._finish, state, top_k, spent.snapshot(), degraded)
 
     async def aclose(self) -> None:
         """Close the judge's resources and the engine's private event loop."""

@@ -57,8 +57,9 @@ class Fault:
 
     @property
     def label(self) -> str:
-        """A short name for counting: the kind, with the status for status faults."""
-        return f"{self.kind} {self.status}" if self.kind in ("status", "echo_key") else self.kind
+        """A short name for counting: the kind, its status if any, and its delay if any."""
+        label = f"{self.kind} {self.status}" if self.kind in ("status", "echo_key") else self.kind
+        return f"{label} after {self.delay:g} s" if self.delay else label
 
 
 OK = Fault()
@@ -116,7 +117,9 @@ class FaultServer:
         self._set_plan_locked(plan or FaultPlan())
         self._http = _Server(("127.0.0.1", 0), _Handler, owner=self)
         self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, args=(POLL_SECONDS,), daemon=True
+        )
 
     def __enter__(self) -> FaultServer:
         self.start()
@@ -191,6 +194,7 @@ class _Server(ThreadingHTTPServer):
     """The HTTP server, knowing its `FaultServer`; one daemon thread per connection."""
 
     daemon_threads = True
+    request_queue_size = 128  # a burst of concurrent connections must not overflow the backlog
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], owner: FaultServer):
         super().__init__(address, handler)

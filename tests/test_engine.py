@@ -326,3 +326,18 @@ def test_empty_index_returns_nothing(tmp_path: Path) -> None:
     index = SQLiteIndex(tmp_path / "empty.db")
     result = SAG2Engine(index, OverlapJudge()).retrieve(QUESTION)
     assert result.hits == () and result.judgments == 0
+
+
+def test_concurrent_retrievals_sharing_a_judge_each_count_their_own_usage(
+    big_index: SQLiteIndex,
+) -> None:
+    engine = SAG2Engine(big_index, ScriptedJudge(hashed_score))
+    questions = [QUESTION, "lantern guild northern harbour", "festival city"]
+
+    async def all_at_once():  # type: ignore[no-untyped-def]
+        return await asyncio.gather(*(engine.aretrieve(q) for q in questions))
+
+    results = asyncio.run(all_at_once())
+    for result in results:
+        assert result.usage.judgments == result.judgments
+    assert sum(r.judgments for r in results) == engine.judge.usage.judgments

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import abc
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 DEFAULT_INSTRUCTION = (
@@ -72,13 +75,22 @@ class Usage:
         output_tokens: int = 0,
         cost_usd: float = 0.0,
     ) -> None:
-        """Add to the counters; safe to call from several threads."""
+        """Add to the counters (and to the retrieval tracking them); thread-safe."""
         with self._lock:
             self.judgments += judgments
             self.http_calls += http_calls
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
             self.cost_usd += cost_usd
+        tracking = _TRACKED_USAGE.get()
+        if tracking is not None and tracking[0] is self:
+            tracking[1].add(
+                judgments=judgments,
+                http_calls=http_calls,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
+                cost_usd=cost_usd,
+            )
 
     def snapshot(self) -> UsageSnapshot:
         """Return an immutable copy of the counters, for differences before and after a call."""
@@ -111,6 +123,26 @@ class UsageSnapshot:
             self.output_tokens - other.output_tokens,
             self.cost_usd - other.cost_usd,
         )
+
+
+_TRACKED_USAGE: ContextVar[tuple[Usage, Usage] | None] = ContextVar(
+    "sag2_tracked_usage", default=None
+)
+
+
+@contextmanager
+def track_usage(usage: Usage) -> Iterator[Usage]:
+    """Collect what is added to ``usage`` by this task and the tasks and threads it starts.
+
+    Concurrent retrievals sharing one judge each see only their own share, which a
+    difference of snapshots could not give.
+    """
+    collected = Usage()
+    token = _TRACKED_USAGE.set((usage, collected))
+    try:
+        yield collected
+    finally:
+        _TRACKED_USAGE.reset(token)
 
 
 class Judge(abc.ABC):
