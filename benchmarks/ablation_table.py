@@ -1,0 +1,131 @@
+"""The paper's Appendix B.1 table structure, measured here with the offline judge.
+
+Rows: BM25; BM25 + judge (H=0); SAG2 H=1; SAG2 H=2; SAG2 without shared context; a one-shot
+BM25 + judge pool given each question's SAG2 (H=2) judgment count. Paired 95% bootstrap
+intervals (2,000 resamples, seed 20261015) of each row against BM25 + judge (H=0).
+
+Run from the repository root: ``python benchmarks/ablation_table.py [--judge local]``.
+Indexes (with the local judge's embedding cache) are kept under ``runs/`` for reuse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from _common import KAG_QUESTIONS, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
+
+from sag2_retrievers import Document, SAG2Config, SQLiteIndex
+from sag2_retrievers.eval import EvalQuestion, Passage, load_corpus, load_questions, pool_corpus
+from sag2_retrievers.eval.runner import EvalOptions, compare_reports, evaluate
+from sag2_retrievers.judges.base import Candidate, Judge
+from sag2_retrievers.judges.factory import make_judge
+
+ROWS: list[tuple[str, str, dict[str, Any]]] = [
+    ("BM25", "bm25", {}),
+    ("BM25 + judge (H=0)", "sag2", {"hops": 0}),
+    ("SAG2, H=1", "sag2", {"hops": 1}),
+    ("SAG2, H=2", "sag2", {"hops": 2}),
+    ("SAG2, no context", "sag2", {"shared_context": False}),
+]
+MATCHED = "BM25 + judge, matched budget"
+
+
+def open_index(path: Path, passages: Sequence[Passage], judge: Judge) -> SQLiteIndex:
+    """Build the index once (and embed its passages when the judge can precompute)."""
+    fresh = not path.exists()
+    index = SQLiteIndex(path)
+    if fresh:
+        index.add_documents(Document(p.doc_id, p.text, p.title) for p in passages)
+        precompute = getattr(judge, "precompute", None)
+        if precompute is not None:
+            precompute(Candidate(p.title, p.text) for p in passages)
+    return index
+
+
+async def run_rows(
+    index: SQLiteIndex, questions: Sequence[EvalQuestion], judge: Judge, concurrency: int
+) -> dict[str, dict[str, Any]]:
+    """Every row's report (the runner's JSON), keyed by row name."""
+    reports: dict[str, dict[str, Any]] = {}
+    for name, method, changes in ROWS:
+        options = EvalOptions(method, SAG2Config(**changes), concurrency=concurrency)  # type: ignore[arg-type]
+        run = await evaluate(index, questions, judge, options)
+        reports[name] = run.to_json(None, index.stats()["bytes"])
+    budgets = {row["id"]: row["judgments"] for row in reports["SAG2, H=2"]["per_question"]}
+    options = EvalOptions("sag2", SAG2Config(), budgets=budgets, concurrency=concurrency)
+    reports[MATCHED] = (await evaluate(index, questions, judge, options)).to_json(None, 0)
+    return reports
+
+
+def table(reports: dict[str, dict[str, Any]]) -> list[str]:
+    """Markdown rows: metrics, judgments, seconds, and R@10 / AE@10 deltas vs H=0."""
+    reference = reports["BM25 + judge (H=0)"]
+    lines = [
+        "| method | R@5 | R@10 | AE@10 | judgments/q | s/q "
+        "| ΔR@10 vs H=0 [95% CI] | ΔAE@10 [95% CI] |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for name, report in reports.items():
+        deltas = "| |"
+        if report is not reference:
+            _, comparisons = compare_reports(reference, report, ("R@10", "AE@10"))
+            deltas = (
+                "|".join(
+                    f" {c.difference:+.2f} [{c.low:+.2f}, {c.high:+.2f}] " for c in comparisons
+                )
+                + "|"
+            )
+        lines.append(
+            f"| {name} | {report['recall_at']['5']:.2f} | {report['recall_at']['10']:.2f} "
+            f"| {report['ae_at']['10']:.2f} | {report['judgments_per_question']:.1f} "
+            f"| {report['seconds_per_question']:.3f} |{deltas}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both shared MuSiQue sets and print the tables."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--judge", default="local", choices=["local", "fake", "jev", "openai"])
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--concurrency", type=int, default=1)
+    args = parser.parse_args(argv)
+    args.runs.mkdir(parents=True, exist_ok=True)
+    kag = load_questions(KAG_QUESTIONS)
+    datasets = [
+        (
+            "MuSiQue KAG dev subset (100 questions, 1,839 pooled passages)",
+            "kag",
+            kag,
+            pool_corpus(kag),
+        ),
+        (
+            "MuSiQue train fixture (100 questions, 1,890 passages)",
+            "train",
+            load_questions(TRAIN_QUESTIONS),
+            load_corpus(TRAIN_CORPUS),
+        ),
+    ]
+    print(f"Run {date.today()} on {machine()}, commit {git_revision()}, judge `{args.judge}`.\n")
+    for title, slug, questions, passages in datasets:
+        path = args.runs / f"ablation-{slug}-{args.judge}.sqlite"
+        judge = make_judge(args.judge, db_path=str(path))
+        started = time.perf_counter()
+        index = open_index(path, passages, judge)
+        prepared = time.perf_counter() - started
+        reports = asyncio.run(run_rows(index, questions, judge, args.concurrency))
+        print(f"### {title}\n\nIndex and embeddings ready in {prepared:.1f} s.\n")
+        print("\n".join(table(reports)) + "\n", flush=True)
+        index.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
