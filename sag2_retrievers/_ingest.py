@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -41,11 +41,30 @@ def prepare_documents(
     documents: Sequence[Document], chunk_chars: int, executor: Executor | None
 ) -> list[PreparedDocument]:
     """Chunk and analyse every document, in worker processes when given and worthwhile."""
-    payloads = [(doc, chunk_chars) for doc in documents]
-    if executor is not None and sum(len(doc.text) for doc in documents) >= PARALLEL_MIN_CHARS:
-        chunksize = max(1, len(payloads) // (4 * worker_count()))
-        return list(executor.map(_prepare_one, payloads, chunksize=chunksize))
-    return [_prepare_one(payload) for payload in payloads]
+    return start_preparing(documents, chunk_chars, executor)()
+
+
+def start_preparing(
+    documents: Sequence[Document], chunk_chars: int, executor: Executor | None
+) -> Callable[[], list[PreparedDocument]]:
+    """Start analysing a batch (in the background when worthwhile); call the result to wait.
+
+    Large batches are split over the worker processes at once, so the caller can write the
+    previous batch to SQLite while this one is analysed.
+    """
+    if executor is None or sum(len(doc.text) for doc in documents) < PARALLEL_MIN_CHARS:
+        return lambda: _prepare_many(documents, chunk_chars)
+    size = max(1, -(-len(documents) // (4 * worker_count())))
+    futures = [
+        executor.submit(_prepare_many, documents[start : start + size], chunk_chars)
+        for start in range(0, len(documents), size)
+    ]
+    return lambda: [prepared for future in futures for prepared in future.result()]
+
+
+def _prepare_many(documents: Sequence[Document], chunk_chars: int) -> list[PreparedDocument]:
+    """Prepare a slice of a batch (runs in a worker process)."""
+    return [_prepare_one((document, chunk_chars)) for document in documents]
 
 
 def worker_count() -> int:

@@ -78,29 +78,23 @@ def add_in_batches(
     """
     if batch_size < 1:
         raise InvalidInputError(f"batch size must be at least 1, got {batch_size}")
-    records = batches = units = 0
-    batch: dict[str, Document] = {}
-    for document in documents:
-        records += 1
-        batch[document.id] = document
-        if len(batch) >= batch_size:
-            units += _commit(index, batch, on_batch)
-            batches += 1
-    if batch:
-        units += _commit(index, batch, on_batch)
-        batches += 1
-    return IngestReport(records, batches, units)
+    counts = {"records": 0, "batches": 0}
 
+    def batches() -> Iterator[list[Document]]:
+        batch: dict[str, Document] = {}
+        for document in documents:
+            counts["records"] += 1
+            batch[document.id] = document
+            if len(batch) >= batch_size:
+                counts["batches"] += 1
+                yield list(batch.values())
+                batch = {}
+        if batch:
+            counts["batches"] += 1
+            yield list(batch.values())
 
-def _commit(
-    index: SQLiteIndex, batch: dict[str, Document], on_batch: Callable[[int], None] | None
-) -> int:
-    """Write one batch, empty it, and report how many documents it held."""
-    units = index.add_documents(batch.values())
-    if on_batch is not None:
-        on_batch(len(batch))
-    batch.clear()
-    return units
+    units = index.ingest(batches(), on_batch=on_batch)
+    return IngestReport(counts["records"], counts["batches"], units)
 
 
 def _looks_like_jsonl(path: Path) -> bool:

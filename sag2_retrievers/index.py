@@ -8,14 +8,14 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import _schema as sql
-from ._ingest import PreparedDocument, new_executor, parse_expansion, prepare_documents
+from ._ingest import PreparedDocument, new_executor, parse_expansion, start_preparing
 from ._schema import IndexSettings
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
@@ -156,15 +156,54 @@ class SQLiteIndex:
         The whole batch is validated and analysed before anything is written, so a rejected
         batch leaves the index unchanged.
         """
-        batch = _validated_batch(documents)
-        if not batch:
-            return 0
+        return self.ingest([documents], parallel=parallel)
+
+    def ingest(
+        self,
+        batches: Iterable[Iterable[Document]],
+        *,
+        parallel: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Add batches of documents, one transaction each; returns the units written.
+
+        The next batch is analysed in worker processes while the current one is written, so
+        both cores stay busy on large ingests. An interruption keeps every committed batch;
+        ``on_batch`` receives each committed batch's document count.
+        """
+        units = 0
+        pending: tuple[list[Document], Callable[[], list[PreparedDocument]]] | None = None
         executor = self._analysis_executor() if parallel else None
-        prepared = prepare_documents(batch, self.settings.chunk_chars, executor)
+        try:
+            for documents in batches:
+                batch = _validated_batch(documents)
+                if batch:
+                    started = (batch, start_preparing(batch, self.settings.chunk_chars, executor))
+                    previous, pending = pending, None
+                    if previous is not None:
+                        units += self._write_batch(*previous, on_batch)
+                    pending = started
+        finally:
+            # A batch read in full is written even when reading the next one fails.
+            if pending is not None:
+                units += self._write_batch(*pending, on_batch)
+        return units
+
+    def _write_batch(
+        self,
+        batch: list[Document],
+        prepared: Callable[[], list[PreparedDocument]],
+        on_batch: Callable[[int], None] | None,
+    ) -> int:
+        """Wait for a batch's analysis and write it in one transaction."""
+        items = prepared()
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in batch])
-            _add_body_df(connection, prepared)
-            return sum(_insert_document(connection, item) for item in prepared)
+            _add_body_df(connection, items)
+            units = sum(_insert_document(connection, item) for item in items)
+        if on_batch is not None:
+            on_batch(len(batch))
+        return units
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents and their units by id, in one transaction; returns documents removed."""
