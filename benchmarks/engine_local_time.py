@@ -38,9 +38,10 @@ def build(path: Path, target: int) -> tuple[SQLiteIndex, int]:
     extra = synthetic_passages(shared, max(0, target - len(shared)))
     passages = [*shared, *extra]
     index = SQLiteIndex(path)
-    for start in range(0, len(passages), 5000):
-        batch = passages[start : start + 5000]
-        index.add_documents(Document(p.doc_id, p.text, p.title) for p in batch)
+    index.ingest(
+        [Document(p.doc_id, p.text, p.title) for p in passages[start : start + 5000]]
+        for start in range(0, len(passages), 5000)
+    )
     return index, len(passages)
 
 
