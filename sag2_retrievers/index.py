@@ -27,6 +27,8 @@ Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
 _FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _COMPOUND_LIMIT = 400
 BUSY_TIMEOUT_SECONDS = 30.0
+# Tables other parts of this package may create in an index file before the index itself.
+COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
 
 @dataclass(frozen=True)
@@ -475,7 +477,7 @@ def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
             f"{str(path)!r} is not a SAG2 index ({error}); choose another path"
         ) from error
     if "meta" not in tables:
-        if tables - {"sqlite_sequence"}:
+        if tables - COMPANION_TABLES:
             raise IndexUnavailableError("the file holds a database that is not a SAG2 index")
         return {}
     return dict(connection.execute(sql.GET_META_SQL).fetchall())

@@ -596,3 +596,14 @@ def test_readers_see_none_or_all_of_a_batch_while_a_writer_adds(
     assert errors == []
     assert torn == []
     assert len(tiny_index.search("marker", limit=1000)) == batches * batch_size
+
+
+def test_a_file_holding_only_a_judge_cache_becomes_an_index(tmp_path: Path) -> None:
+    """The local judge may create its embedding cache in the file before the index opens it."""
+    path = tmp_path / "shared.sqlite"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE embedding_cache (model TEXT, text_sha TEXT, vector BLOB)")
+    connection.close()
+    with SQLiteIndex(path) as index:
+        index.add_documents([Document("a", "shared file")])
+        assert index.document_count() == 1
