@@ -17,6 +17,7 @@ from typing import Any
 from . import _schema as sql
 from ._ingest import PreparedDocument, new_executor, parse_expansion, start_preparing
 from ._schema import IndexSettings
+from ._sqlite import connect
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
 from .fts import body_expression, or_expression, quote_term
@@ -26,7 +27,6 @@ FilterValue = str | int | float | bool | None
 Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
 _FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _COMPOUND_LIMIT = 400
-BUSY_TIMEOUT_SECONDS = 30.0
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -95,14 +95,7 @@ class SQLiteIndex:
                 self._local.connection = None
             raise IndexUnavailableError(f"index {str(self.path)!r} is closed; open it again")
         if connection is None:
-            connection = sqlite3.connect(
-                self.path,
-                timeout=BUSY_TIMEOUT_SECONDS,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
+            connection = connect(self.path)
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
             with self._write_lock:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from .._sqlite import connect, write_many
 from ..errors import JudgeConfigurationError, JudgeError
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
@@ -34,7 +35,6 @@ _DEPENDENCIES = ("onnxruntime", "tokenizers", MODEL_PACKAGE)  # the model ships 
 DIMENSIONS = 384
 MAX_TOKENS = 256  # the model's trained sequence length; longer passages are truncated
 BATCH_SIZE = 16  # texts per onnxruntime run, sorted by length so padding stays small
-BUSY_TIMEOUT_SECONDS = 30.0
 
 Vectors = npt.NDArray[np.float32]
 
@@ -242,12 +242,8 @@ class EmbeddingCache:
             for sha, vector in vectors.items()
         ]
         try:
-            self._connection.execute("BEGIN IMMEDIATE")
-            self._connection.executemany(INSERT_VECTOR, rows)
-            self._connection.execute("COMMIT")
+            write_many(self._connection, INSERT_VECTOR, rows)
         except sqlite3.Error as error:
-            if self._connection.in_transaction:
-                self._connection.execute("ROLLBACK")
             raise JudgeError(
                 f"could not write embeddings to the cache: {error}; check that the cache file "
                 "is writable and not locked by a long transaction"
@@ -257,11 +253,7 @@ class EmbeddingCache:
 def _open_cache(path: str) -> sqlite3.Connection:
     """Open (creating if needed) the cache table in WAL mode with a busy timeout."""
     try:
-        connection = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
-        )
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+        connection = connect(path)
         connection.execute(CREATE_TABLE)
     except sqlite3.Error as error:
         raise JudgeConfigurationError(

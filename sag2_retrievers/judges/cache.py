@@ -18,13 +18,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .._sqlite import connect, write_many
 from ..errors import JudgeError
 from .base import Candidate, Judge, JudgeRequest, UsageSnapshot
 
 # Bump when the key's ingredients change, so old rows are never mistaken for new ones.
 KEY_FORMAT = "sag2-judgment/1"
 
-BUSY_TIMEOUT_MS = 30_000
 
 CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS judgment_cache (
@@ -184,12 +184,8 @@ class CachedJudge(Judge):
         ]
         with self._lock:
             try:
-                self._connection.execute("BEGIN IMMEDIATE")
-                self._connection.executemany(UPSERT_JUDGMENT, rows)
-                self._connection.execute("COMMIT")
+                write_many(self._connection, UPSERT_JUDGMENT, rows)
             except sqlite3.Error as error:
-                if self._connection.in_transaction:
-                    self._connection.execute("ROLLBACK")
                 raise JudgeError(
                     f"could not write judgments to the cache: {error}; check that the cache "
                     "file is writable and not locked by a long transaction"
@@ -235,9 +231,7 @@ def _digest(value: object) -> str:
 def _open(path: str) -> sqlite3.Connection:
     """Open the cache file for use from any thread, in WAL mode, with the table created."""
     try:
-        connection = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        connection.execute("PRAGMA journal_mode = WAL")
+        connection = connect(path)
         connection.execute(CREATE_TABLE)
     except sqlite3.Error as error:
         raise JudgeError(
