@@ -37,9 +37,8 @@ ROWS: list[tuple[str, str, dict[str, Any]]] = [
 MATCHED = "BM25 + judge, matched budget"
 
 
-def open_index(path: Path, passages: Sequence[Passage], judge: Judge) -> SQLiteIndex:
+def open_index(path: Path, passages: Sequence[Passage], judge: Judge, fresh: bool) -> SQLiteIndex:
     """Build the index once (and embed its passages when the judge can precompute)."""
-    fresh = not path.exists()
     index = SQLiteIndex(path)
     if fresh:
         index.add_documents(Document(p.doc_id, p.text, p.title) for p in passages)
@@ -116,9 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}, judge `{args.judge}`.\n")
     for title, slug, questions, passages in datasets:
         path = args.runs / f"ablation-{slug}-{args.judge}.sqlite"
+        fresh = not path.exists()
         judge = make_judge(args.judge, db_path=str(path))
         started = time.perf_counter()
-        index = open_index(path, passages, judge)
+        index = open_index(path, passages, judge, fresh)
         prepared = time.perf_counter() - started
         reports = asyncio.run(run_rows(index, questions, judge, args.concurrency))
         print(f"### {title}\n\nIndex and embeddings ready in {prepared:.1f} s.\n")

@@ -76,6 +76,7 @@ DOCUMENT_SQL = "SELECT doc_id, text, title, metadata FROM documents WHERE doc_id
 TITLES_SQL = "SELECT DISTINCT title FROM documents WHERE title != ''"
 UNIT_COUNT_SQL = "SELECT count(*) FROM units"
 DOC_COUNT_SQL = "SELECT count(*) FROM documents"
+TABLE_NAMES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"
 GET_META_SQL = "SELECT key, value FROM meta"
 PUT_META_SQL = "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)"
 BUMP_GENERATION_SQL = """

@@ -464,7 +464,7 @@ def _probe_fts5() -> None:
 def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
     """The meta table as a dict; empty for a new file; an error for a non-SAG2 database."""
     try:
-        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+        tables = {row[0] for row in connection.execute(sql.TABLE_NAMES_SQL)}
     except sqlite3.DatabaseError as error:
         raise IndexUnavailableError(
             f"{str(path)!r} is not a SAG2 index ({error}); choose another path"

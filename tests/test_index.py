@@ -602,7 +602,10 @@ def test_a_file_holding_only_a_judge_cache_becomes_an_index(tmp_path: Path) -> N
     """The local judge may create its embedding cache in the file before the index opens it."""
     path = tmp_path / "shared.sqlite"
     connection = sqlite3.connect(path)
-    connection.execute("CREATE TABLE embedding_cache (model TEXT, text_sha TEXT, vector BLOB)")
+    connection.execute(
+        "CREATE TABLE embedding_cache (model TEXT, text_sha TEXT, vector BLOB, "
+        "PRIMARY KEY (model, text_sha))"
+    )
     connection.close()
     with SQLiteIndex(path) as index:
         index.add_documents([Document("a", "shared file")])
