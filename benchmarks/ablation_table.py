@@ -63,6 +63,27 @@ async def run_rows(
     return reports
 
 
+async def run_context_variant(
+    index: SQLiteIndex, questions: Sequence[EvalQuestion], concurrency: int
+) -> dict[str, dict[str, Any]]:
+    """The local judge's context-aware variant with and without shared context.
+
+    The default local variant ignores context, so its "no context" row equals H=2 by
+    construction; this pair shows what shared context changes for a judge that reads it.
+    """
+    from sag2_retrievers.judges.local import LocalJudge
+
+    judge = LocalJudge("question+context", cache_path=str(index.path))
+    reports = {}
+    for name, shared in (
+        ("SAG2, H=2, context-aware local judge", True),
+        ("  same, no context", False),
+    ):
+        options = EvalOptions("sag2", SAG2Config(shared_context=shared), concurrency=concurrency)
+        reports[name] = (await evaluate(index, questions, judge, options)).to_json(None, 0)
+    return reports
+
+
 def table(reports: dict[str, dict[str, Any]]) -> list[str]:
     """Markdown rows: metrics, judgments, seconds, and R@10 / AE@10 deltas vs H=0."""
     reference = reports["BM25 + judge (H=0)"]
@@ -72,7 +93,7 @@ def table(reports: dict[str, dict[str, Any]]) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for name, report in reports.items():
-        deltas = "| |"
+        deltas = " | |"
         if report is not reference:
             _, comparisons = compare_reports(reference, report, ("R@10", "AE@10"))
             deltas = (
@@ -121,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         index = open_index(path, passages, judge, fresh)
         prepared = time.perf_counter() - started
         reports = asyncio.run(run_rows(index, questions, judge, args.concurrency))
+        if args.judge == "local":
+            reports.update(asyncio.run(run_context_variant(index, questions, args.concurrency)))
         print(f"### {title}\n\nIndex and embeddings ready in {prepared:.1f} s.\n")
         print("\n".join(table(reports)) + "\n", flush=True)
         index.close()
