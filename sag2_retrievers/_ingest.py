@@ -30,9 +30,11 @@ class PreparedUnit:
 
 @dataclass(frozen=True)
 class PreparedDocument:
-    """A validated document with its serialised metadata and prepared units."""
+    """What analysis adds to a document: its serialised metadata and prepared units.
 
-    document: Document
+    The document itself stays with the caller, so worker processes never send its text back.
+    """
+
     metadata_json: str
     units: tuple[PreparedUnit, ...]
 
@@ -90,7 +92,7 @@ def _prepare_one(payload: tuple[Document, int]) -> PreparedDocument:
         units.append(
             PreparedUnit(span.start, span.end, title_tokens, " ".join(analysis.tokens), expansion)
         )
-    return PreparedDocument(document, _metadata_json(document), tuple(units))
+    return PreparedDocument(_metadata_json(document), tuple(units))
 
 
 def _metadata_json(document: Document) -> str:

@@ -195,7 +195,10 @@ class SQLiteIndex:
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in batch])
             _add_body_df(connection, items)
-            units = sum(_insert_document(connection, item) for item in items)
+            units = sum(
+                _insert_document(connection, document, item)
+                for document, item in zip(batch, items, strict=True)
+            )
         if on_batch is not None:
             on_batch(len(batch))
         return units
@@ -513,9 +516,10 @@ def _validated_batch(documents: Iterable[Document]) -> list[Document]:
     return batch
 
 
-def _insert_document(connection: sqlite3.Connection, item: PreparedDocument) -> int:
+def _insert_document(
+    connection: sqlite3.Connection, document: Document, item: PreparedDocument
+) -> int:
     """Write one prepared document and its units; returns the number of units."""
-    document = item.document
     connection.execute(
         sql.INSERT_DOCUMENT_SQL, (document.id, document.title, document.text, item.metadata_json)
     )

@@ -38,6 +38,7 @@ _RUN = re.compile(
     rf"(?P<latin>{_LATIN_RUN.pattern})|(?P<han>[{_HAN}]+)|(?P<other>[^\s{_ASCII_PUNCT}{_LATIN}{_HAN}]+)"
 )
 _JOINERS = re.compile(r"[.\-]")
+_JOINED_RUN = re.compile(rf"[{_LATIN}][.\-][{_LATIN}]")
 _NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
 _UPPER = "".join(sorted({ch for ch in map(chr, range(0x250)) if ch.isupper()}))
@@ -71,7 +72,8 @@ def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list
     if latin_only is None:
         latin_only = is_latin_only(normalized)
     if latin_only:
-        return _latin_tokens(_LATIN_RUN.findall(normalized))
+        joined = _JOINED_RUN.search(normalized) is not None
+        return _latin_tokens(_LATIN_RUN.findall(normalized), joined)
     tokens: list[str] = []
     for match in _RUN.finditer(normalized):
         if match.lastgroup == "han":
@@ -88,9 +90,13 @@ def is_latin_only(normalized: str) -> bool:
     return _NON_LATIN_WORD_CHAR.search(normalized) is None
 
 
-def _latin_tokens(runs: list[str]) -> list[str]:
-    """Latin runs minus stopwords; a dotted or hyphenated run also gives its lettered parts."""
-    if not any("." in run or "-" in run for run in runs):
+def _latin_tokens(runs: list[str], joined: bool = True) -> list[str]:
+    """Latin runs minus stopwords; a dotted or hyphenated run also gives its lettered parts.
+
+    ``joined=False`` promises that no run is dotted or hyphenated (checked by the caller on
+    the whole text, faster than looking at every run).
+    """
+    if not joined:
         return [run for run in runs if run not in STOPWORDS]
     tokens: list[str] = []
     for run in runs:
@@ -212,14 +218,16 @@ def analyze_body(body: str) -> UnitAnalysis:
     runs = name_runs(nfkc)
     tokens: list[str] = []
     sentences: list[tuple[str, ...]] = []
+    next_run = 0
     for start, end in split_sentences(nfkc):
         sentence_tokens = tokenize_normalized(lowered[start:end], latin_only)
         tokens.extend(sentence_tokens)
-        names = [
-            tokenize_normalized(lowered[a:b], latin_only)
-            for a, b in runs
-            if start <= a and b <= end
-        ]
+        names = []
+        while next_run < len(runs) and runs[next_run][0] < end:
+            run_start, run_end = runs[next_run]
+            if run_start >= start and run_end <= end:
+                names.append(tokenize_normalized(lowered[run_start:run_end], latin_only))
+            next_run += 1
         sentences.append(expansion_units(names, sentence_tokens))
     return UnitAnalysis(tuple(tokens), tuple(sentences))
 

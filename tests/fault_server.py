@@ -17,6 +17,7 @@ import math
 import random
 import select
 import socket
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -81,11 +82,16 @@ class FaultPlan:
 
 @dataclass
 class ServerStats:
-    """What the server saw: requests, injected faults, dropped connections, peak concurrency."""
+    """What the server saw: requests, injected faults, dropped connections, peak concurrency.
+
+    ``dropped`` counts requests whose client left before the answer; ``cut_uploads`` counts
+    connections closed before a request body had fully arrived (not counted as requests).
+    """
 
     requests: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
+    cut_uploads: int = 0
     in_flight: int = 0
     peak_in_flight: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -142,12 +148,6 @@ class FaultServer:
         with self._lock:
             self._set_plan_locked(plan)
 
-    def reset_stats(self) -> None:
-        """Forget what was seen so far (the peak restarts from the requests in flight now)."""
-        with self._lock:
-            in_flight = self.stats.in_flight
-            self.stats = ServerStats(in_flight=in_flight, peak_in_flight=in_flight)
-
     def _set_plan_locked(self, plan: FaultPlan) -> None:
         """Install a plan and its random source; the caller holds the lock (or is __init__)."""
         self._plan = plan
@@ -178,7 +178,7 @@ class FaultServer:
     def note_cut_upload(self) -> None:
         """Count a client that closed the connection before its request body arrived."""
         with self._lock:
-            self.stats.dropped += 1
+            self.stats.cut_uploads += 1
 
     def _draw(self) -> Fault:
         """A fault drawn from the plan's rates; the correct answer otherwise."""
@@ -200,6 +200,11 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, handler)
         self.owner = owner
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Ignore clients that vanish (tests drop connections on purpose); report the rest."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     """Answers one connection's requests (HTTP/1.1 keep-alive), injecting the chosen faults."""
@@ -208,7 +213,7 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out at once, not 40 ms apart
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         """Stay quiet: the tests read the stats, not a log."""
 
     def do_POST(self) -> None:
@@ -216,6 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length", "0"))
         raw = self.rfile.read(length)
         owner = self.server.owner
+        if self.path not in (JEV_PATH, CHAT_PATH):
+            self._write(404, b'{"error": {"message": "no such endpoint"}}', None)
+            return
         if len(raw) < length:
             self.close_connection = True
             owner.note_cut_upload()
@@ -227,6 +235,8 @@ class _Handler(BaseHTTPRequestHandler):
             owner.end(dropped=True)
             return
         reply = self._reply(body, fault)
+        # Leave the in-flight count before writing: a client may reuse its concurrency slot
+        # the moment the reply arrives, and must not be counted twice.
         owner.end(dropped=False)
         self._send(fault, reply)
 
@@ -244,7 +254,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _peer_closed(self) -> bool:
         """Whether the client has closed its end (end of stream or a reset)."""
         try:
-            return self.connection.recv(1, socket.MSG_PEEK) == b""
+            return bool(self.connection.recv(1, socket.MSG_PEEK) == b"")
         except OSError:
             return True
 
@@ -303,7 +313,10 @@ def _jev_reply(body: Mapping[str, Any], fault: Fault) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for qid, question in body["questions"].items():
         candidate = question["instructions"]["candidate"]
-        answers[qid] = {"type": "noul", "noul": candidate_score(candidate["title"], candidate["text"])}
+        answers[qid] = {
+            "type": "noul",
+            "noul": candidate_score(candidate["title"], candidate["text"]),
+        }
     first = next(iter(answers))
     if fault.kind == "missing_answer":
         del answers[first]
@@ -329,7 +342,7 @@ def _chat_reply(body: Mapping[str, Any], fault: Fault) -> dict[str, Any]:
         {"token": "yes", "logprob": math.log(probability)},
         {"token": "no", "logprob": math.log(1.0 - probability)},
     ]
-    first = {"token": token, "logprob": max(a["logprob"] for a in alternatives)}
+    first = {"token": token, "logprob": math.log(max(probability, 1.0 - probability))}
     return {
         "choices": [{"logprobs": {"content": [{**first, "top_logprobs": alternatives}]}}],
         "usage": {"prompt_tokens": len(json.dumps(body)) // 4, "completion_tokens": 1},
