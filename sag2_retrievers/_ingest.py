@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from .documents import Document, chunk_spans
-from .errors import InvalidInputError
 from .text import analyze_body, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
@@ -30,12 +28,11 @@ class PreparedUnit:
 
 @dataclass(frozen=True)
 class PreparedDocument:
-    """What analysis adds to a document: its serialised metadata and prepared units.
+    """What analysis adds to a document: its prepared units.
 
     The document itself stays with the caller, so worker processes never send its text back.
     """
 
-    metadata_json: str
     units: tuple[PreparedUnit, ...]
 
 
@@ -92,17 +89,7 @@ def _prepare_one(payload: tuple[Document, int]) -> PreparedDocument:
         units.append(
             PreparedUnit(span.start, span.end, title_tokens, " ".join(analysis.tokens), expansion)
         )
-    return PreparedDocument(_metadata_json(document), tuple(units))
-
-
-def _metadata_json(document: Document) -> str:
-    """Serialise metadata as JSON, naming the document when a value cannot be stored."""
-    try:
-        return json.dumps(dict(document.metadata), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(
-            f"document {document.id!r}: metadata is not JSON-serialisable ({error})"
-        ) from error
+    return PreparedDocument(tuple(units))
 
 
 def parse_expansion(stored: str) -> list[list[str]]:

@@ -54,10 +54,13 @@ PRUNE_DF_SQL = "DELETE FROM body_df WHERE df <= 0"
 BODIES_SQL = "SELECT body FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
 UNITS_SQL = """
     SELECT units.unit_id, units.doc_id, documents.title, units.heading,
-           substr(documents.text, units.char_start + 1, units.char_end - units.char_start),
-           units.char_start, units.char_end, units.expansion
+           units.char_start, units.char_end
     FROM units JOIN documents ON documents.doc_id = units.doc_id
     WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
+DOCUMENT_TEXTS_SQL = """
+    SELECT doc_id, text FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
+EXPANSION_SQL = """
+    SELECT unit_id, expansion FROM units WHERE unit_id IN (SELECT value FROM json_each(?))"""
 FILTERED_UNIT_IDS_SQL = """
     SELECT units.unit_id FROM units JOIN documents ON documents.doc_id = units.doc_id
     WHERE {conditions}"""

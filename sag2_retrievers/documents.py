@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -11,6 +12,8 @@ from typing import Any
 from .errors import InvalidInputError
 
 MAX_TEXT_CHARS = 50_000_000
+MAX_TITLE_CHARS = 2_000
+MAX_METADATA_DEPTH = 64
 # Each pattern's group 1 ends where the chunk's content ends (before the break's whitespace).
 _PARAGRAPH_BREAK = re.compile(r"(\S)\s*\n")
 _SENTENCE_END = re.compile(r"([.!?][\"')\]]?)\s|([。！？][」』\"')\]]?)")
@@ -25,6 +28,7 @@ class Document:
     text: str
     title: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Reject documents the index could not store faithfully, naming the document."""
@@ -47,9 +51,47 @@ class Document:
                 f"document {self.id!r}: text has {len(self.text):,} characters, "
                 f"more than the limit of {MAX_TEXT_CHARS:,}; split it first"
             )
-        if not isinstance(self.metadata, Mapping):
-            raise InvalidInputError(f"document {self.id!r}: metadata must be a mapping")
-        _require_encodable(self.id, "metadata", repr(self.metadata))
+        if len(self.title) > MAX_TITLE_CHARS:
+            raise InvalidInputError(
+                f"document {self.id!r}: title has {len(self.title):,} characters, more than the "
+                f"limit of {MAX_TITLE_CHARS:,}; put long text in the body"
+            )
+        object.__setattr__(self, "metadata_json", _metadata_json(self.id, self.metadata))
+
+
+def _metadata_json(doc_id: str, metadata: object) -> str:
+    """Metadata as JSON text, or an error naming the document and what cannot be stored."""
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"document {doc_id!r}: metadata must be a mapping")
+    _check_metadata_keys(doc_id, metadata)
+    try:
+        text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as error:
+        raise InvalidInputError(
+            f"document {doc_id!r}: metadata is not JSON-serialisable ({error})"
+        ) from None
+    _require_encodable(doc_id, "metadata", text)
+    return text
+
+
+def _check_metadata_keys(doc_id: str, metadata: Mapping[Any, Any]) -> None:
+    """Every mapping key, at any depth, must be a string; nesting is bounded."""
+    stack: list[tuple[object, int]] = [(metadata, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidInputError(
+                f"document {doc_id!r}: metadata is nested deeper than {MAX_METADATA_DEPTH} levels"
+            )
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise InvalidInputError(
+                        f"document {doc_id!r}: metadata key {key!r} is not a string"
+                    )
+                stack.append((item, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, depth + 1) for item in value)
 
 
 def _require_encodable(doc_id: str, field_name: str, value: str) -> None:
@@ -94,6 +136,9 @@ def chunk_spans(text: str, target: int) -> list[Span]:
     spans: list[Span] = []
     start = 0
     while len(text) - start > 1.2 * target:
+        start = len(text) - len(text[start:].lstrip()) if text[start].isspace() else start
+        if len(text) - start <= 1.2 * target:
+            break
         end = _cut_point(text, start, target)
         spans.append(Span(start, end))
         start = end

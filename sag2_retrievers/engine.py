@@ -8,7 +8,7 @@ import threading
 import time
 import warnings
 import weakref
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -17,7 +17,7 @@ from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import InvalidInputError, JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .index import Filters, SQLiteIndex
+from .index import Filters, SQLiteIndex, check_question
 from .judges.base import (
     Candidate,
     ContextPassage,
@@ -94,14 +94,9 @@ class SAG2Engine:
         *,
         allow_remote_judges: bool | None = None,
     ):
-        if allow_remote_judges is None:
-            allow_remote_judges = os.environ.get(ALLOW_REMOTE_ENV, "1").lower() not in (
-                "0",
-                "false",
-                "no",
-                "off",
-            )
-        if judge.sends_data_off_machine and not allow_remote_judges:
+        # The environment is the deployment's policy: an argument can only tighten it.
+        allowed = remote_judges_allowed_by_environment() and allow_remote_judges is not False
+        if judge.sends_data_off_machine and not allowed:
             raise RemoteJudgeRefusedError(
                 f"judge {judge.identity!r} sends questions and passages off this machine, and "
                 f"remote judges are disallowed (allow_remote_judges=False or {ALLOW_REMOTE_ENV}=0)"
@@ -131,7 +126,7 @@ class SAG2Engine:
         _check_request(question, top_k)
         if top_k == 0:
             return RetrievalResult(question, (), (), (), UsageSnapshot(), "top_k is 0")
-        state = await asyncio.to_thread(self._start, question, filters)
+        state = await asyncio.to_thread(self._in_snapshot, self._start, question, filters)
         degraded = False
         with track_usage(self.judge.usage) as spent:
             if not state.query_terms:
@@ -144,7 +139,9 @@ class SAG2Engine:
                         raise
                     warnings.warn(f"judge failed, returning lexical order: {error}", stacklevel=2)
                     degraded = True
-        return await asyncio.to_thread(self._finish, state, top_k, spent.snapshot(), degraded)
+        return await asyncio.to_thread(
+            self._in_snapshot, self._finish, state, top_k, spent.snapshot(), degraded
+        )
 
     async def aclose(self) -> None:
         """Close the judge's resources and the engine's private event loop."""
@@ -157,6 +154,11 @@ class SAG2Engine:
         self._stop_loop()
 
     # -- rounds ----------------------------------------------------------------------------
+
+    def _in_snapshot(self, step: Callable[..., T], *args: Any) -> T:
+        """Run one step's SQLite reads against a single consistent state of the index."""
+        with self.index.snapshot():
+            return step(*args)
 
     def _start(self, question: str, filters: Filters | None) -> _Retrieval:
         """Analyse the question, resolve filters, and fetch the initial BM25 candidates."""
@@ -190,7 +192,7 @@ class SAG2Engine:
             return
         for round_ in range(1, self.config.hops + 1):
             started = time.perf_counter()
-            plan = await asyncio.to_thread(self._plan_expansion, state, round_)
+            plan = await asyncio.to_thread(self._in_snapshot, self._plan_expansion, state, round_)
             if plan is None:
                 return
             await self._score_round(
@@ -199,6 +201,21 @@ class SAG2Engine:
 
     def _plan_expansion(self, state: _Retrieval, round_: int) -> _RoundPlan | None:
         """Seeds, terms and new candidates for an expansion round, and its pool and context."""
+        expansion = self._expand(state, round_)
+        if expansion is None:
+            return None
+        seeds, terms, new = expansion
+        if round_ == 1:
+            plan = self._first_expansion_plan(state, new)
+        else:
+            plan = self._final_plan(state, new)
+        plan = replace(plan, seeds=tuple(seeds), terms=tuple(terms), new=tuple(new))
+        return self._with_units(state, plan)
+
+    def _expand(
+        self, state: _Retrieval, round_: int
+    ) -> tuple[list[int], list[ExpansionTerm], list[int]] | None:
+        """Passage -> term -> passage: pick seeds, select their terms, fetch unseen units."""
         config = self.config
         seeds = [u for u in state.ranking if u not in state.seed_history][: config.seeds_per_round]
         if not seeds:
@@ -226,29 +243,36 @@ class SAG2Engine:
             state.stop_reason = f"no new candidate for round {round_}"
             return None
         state.record_candidates(new, round_, config.fusion_k)
-        union = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
-        if round_ == 1:
-            plan = _RoundPlan(
-                1, union, [*state.seed_history, *new[: config.seeds_per_round]], None, False
-            )
-        else:
-            plan = self._final_plan(state, union, new)
-        state.units.update(self.index.units(u for u in plan.pool if u not in state.units))
-        return replace(plan, seeds=tuple(seeds), terms=tuple(terms), new=tuple(new))
+        return seeds, terms, new
 
-    def _final_plan(self, state: _Retrieval, union: list[int], new: list[int]) -> _RoundPlan:
-        """The last round: a few new units, then history (pool members first, then by score)."""
+    def _first_expansion_plan(self, state: _Retrieval, new: list[int]) -> _RoundPlan:
+        """Round 1: protected + all seeds + new units; context = seeds + the first new units."""
+        pool = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
+        context = [*state.seed_history, *new[: self.config.seeds_per_round]]
+        return _RoundPlan(1, pool, context, None, False)
+
+    def _final_plan(self, state: _Retrieval, new: list[int]) -> _RoundPlan:
+        """Round 2: a few new units, then history (pool members first, then by latest score);
+        context = the previous ranking's top units with their scores and a reassess note."""
         config = self.config
-        size = min(len(union), config.final_pool_size)
-        judged_members = [u for u in union if u in state.scores]
+        union = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
+        members = [u for u in union if u in state.scores]
+        member_set = set(members)
         earlier = sorted(
-            (u for u in state.scores if u not in set(judged_members)),
-            key=lambda u: (-state.scores[u], u),
+            (u for u in state.scores if u not in member_set), key=lambda u: (-state.scores[u], u)
         )
         admitted = new[: config.final_new_candidates]
-        pool = list(dict.fromkeys([*admitted, *judged_members, *earlier]))[:size]
+        size = min(len(union), config.final_pool_size)
+        pool = list(dict.fromkeys([*admitted, *members, *earlier]))[:size]
         context = state.ranking[: config.context_size]
         return _RoundPlan(2, pool, context, config.reassess_note, True)
+
+    def _with_units(self, state: _Retrieval, plan: _RoundPlan) -> _RoundPlan:
+        """Fetch the plan's new units; drop any a concurrent writer deleted since they ranked."""
+        state.units.update(self.index.units(u for u in plan.pool if u not in state.units))
+        pool = [u for u in plan.pool if u in state.units]
+        context = [u for u in plan.context if u in state.units]
+        return replace(plan, pool=pool, context=context)
 
     async def _score_round(self, state: _Retrieval, plan: _RoundPlan) -> None:
         """Judge every pool member in the plan's context, then re-rank the pool."""
@@ -378,10 +402,15 @@ class _LoopThread:
         self.loop.close()
 
 
+def remote_judges_allowed_by_environment() -> bool:
+    """False when SAG2_ALLOW_REMOTE_JUDGES is 0/false/no/off (unset means allowed)."""
+    value = os.environ.get(ALLOW_REMOTE_ENV, "1").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
 def _check_request(question: object, top_k: object) -> None:
     """Reject a non-string question or a negative/non-integer top_k."""
-    if not isinstance(question, str):
-        raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    check_question(question)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
         raise InvalidInputError(f"top_k must be a non-negative integer, got {top_k!r}")
 

@@ -8,8 +8,9 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,14 +260,14 @@ class SQLiteIndex:
     ) -> list[SearchHit]:
         """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
         _check_limit(limit)
-        terms = self.query_terms(question, max_tokens)
-        ranked = self.rank_expression(terms, limit, filters=filters)
-        return self.hits(ranked)
+        with self.snapshot():
+            terms = self.query_terms(question, max_tokens)
+            ranked = self.rank_expression(terms, limit, filters=filters)
+            return self.hits(ranked)
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
-        if not isinstance(question, str):
-            raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+        check_question(question)
         tokens = distinct_tokens(question.replace("\x00", " "), max_tokens)
         return list(dict.fromkeys(self.repair_terms(tokens)))
 
@@ -331,8 +332,8 @@ class SQLiteIndex:
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._connection().execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),))
-        return {int(row[0]): parse_expansion(row[7]) for row in rows}
+        rows = self._connection().execute(sql.EXPANSION_SQL, (json.dumps(list(unit_ids)),))
+        return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
 
     def hits(self, ranked: Sequence[tuple[int, float]]) -> list[SearchHit]:
         """Search hits for ranked (unit id, score) pairs, in the given order."""
@@ -352,11 +353,31 @@ class SQLiteIndex:
         ]
 
     def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
-        """Fetch units (with their text cut from the source document) in one query."""
-        rows = self._connection().execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),))
+        """Fetch units, cutting their text from each source document read once (one snapshot)."""
+        with self.snapshot():
+            connection = self._connection()
+            rows = connection.execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),)).fetchall()
+            doc_ids = json.dumps(list({row[1] for row in rows}))
+            texts = dict(connection.execute(sql.DOCUMENT_TEXTS_SQL, (doc_ids,)).fetchall())
         return {
-            int(r[0]): Unit(int(r[0]), r[1], r[2], r[3], r[4], int(r[5]), int(r[6])) for r in rows
+            int(unit_id): Unit(
+                int(unit_id), doc_id, title, heading, texts[doc_id][start:end], start, end
+            )
+            for unit_id, doc_id, title, heading, start, end in rows
         }
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Run this thread's reads inside one read transaction, so they see one state."""
+        connection = self._connection()
+        if connection.in_transaction:
+            yield
+            return
+        connection.execute("BEGIN")
+        try:
+            yield
+        finally:
+            connection.execute("COMMIT")
 
     def allowed_units(self, filters: Filters) -> set[int]:
         """Ids of the units whose document metadata satisfies every filter (evaluated in SQLite)."""
@@ -451,6 +472,19 @@ class _Transaction:
             self.lock.release()
 
 
+def check_question(question: object) -> None:
+    """Reject a question that is not a string or cannot be encoded as UTF-8."""
+    if not isinstance(question, str):
+        raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"question holds a character that is not valid Unicode text (a lone surrogate at "
+            f"position {error.start})"
+        ) from None
+
+
 def _probe_fts5() -> None:
     """Fail early, with a clear message, when this Python's SQLite lacks FTS5."""
     try:
@@ -521,7 +555,8 @@ def _insert_document(
 ) -> int:
     """Write one prepared document and its units; returns the number of units."""
     connection.execute(
-        sql.INSERT_DOCUMENT_SQL, (document.id, document.title, document.text, item.metadata_json)
+        sql.INSERT_DOCUMENT_SQL,
+        (document.id, document.title, document.text, document.metadata_json),
     )
     for unit in item.units:
         cursor = connection.execute(

@@ -143,6 +143,31 @@ class Endpoint:
         """Prefix text with the service name and strip the key from it."""
         return redact(f"{self.service}: {text}", [self.key] if self.key else [])
 
+    def excerpt(self, value: object, limit: int = BODY_EXCERPT_CHARS) -> str:
+        """The start of a reply (text as is, other values as repr) with the key removed first,
+        so a key cut in two by the limit cannot leak its first characters."""
+        text = value if isinstance(value, str) else repr(value)
+        return redact(text, [self.key] if self.key else [])[:limit]
+
+
+def check_base_url(base_url: str, key_variable: str) -> None:
+    """Raise InvalidInputError unless base_url is an http(s) URL with a host and no credentials."""
+    try:
+        url = httpx.URL(base_url)
+    except httpx.InvalidURL:
+        raise InvalidInputError(
+            "base_url is not a valid URL; expected one like 'http://127.0.0.1:8000'"
+        ) from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise InvalidInputError(
+            "base_url must be an http:// or https:// URL with a host, such as "
+            "'http://127.0.0.1:8000'"
+        )
+    if url.userinfo:
+        raise InvalidInputError(
+            f"base_url must not carry credentials; pass api_key or set {key_variable} instead"
+        )
+
 
 async def post_json(
     client: httpx.AsyncClient,
@@ -211,7 +236,7 @@ def refusal_message(endpoint: Endpoint, response: httpx.Response) -> str:
     hint = _STATUS_HINTS.get(response.status_code, _DEFAULT_HINT).format(
         key_source=endpoint.key_source
     )
-    excerpt = response.text[:BODY_EXCERPT_CHARS]
+    excerpt = endpoint.excerpt(response.text)
     return endpoint.describe(
         f"HTTP {response.status_code} from {endpoint.url}: {hint}. Server said: {excerpt!r}"
     )
@@ -222,7 +247,7 @@ def _decode_json(endpoint: Endpoint, response: httpx.Response) -> Any:
     try:
         return response.json()
     except ValueError as exc:
-        excerpt = response.text[:BODY_EXCERPT_CHARS]
+        excerpt = endpoint.excerpt(response.text)
         raise JudgeError(
             endpoint.describe(
                 f"HTTP {response.status_code} reply is not JSON ({excerpt!r}); the service may "

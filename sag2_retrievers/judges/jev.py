@@ -13,7 +13,14 @@ from typing import Any, Literal, TypeGuard
 import httpx
 
 from ..errors import InvalidInputError, JudgeConfigurationError, JudgeError
-from ._http import Endpoint, RetryPolicy, Secret, gather_or_cancel, post_json
+from ._http import (
+    Endpoint,
+    RetryPolicy,
+    Secret,
+    check_base_url,
+    gather_or_cancel,
+    post_json,
+)
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
 
 Provider = Literal["openrouter", "typesafe"]
@@ -106,6 +113,7 @@ class JEVJudge(Judge):
         key, key_source = _resolve_key(api_key, provider, settings)
         self._provider = provider
         self._base_url = (base_url or settings.base_url).rstrip("/")
+        check_base_url(self._base_url, settings.key_env)
         self._model = model or settings.model
         self._key = key
         self._endpoint = Endpoint(
@@ -213,7 +221,11 @@ class JEVJudge(Judge):
         async with session.slots:
             reply = await post_json(session.client, self._endpoint, payload, self._retry)
         if not isinstance(reply, dict):
-            raise JudgeError(self._endpoint.describe(f"reply is not a JSON object: {reply!r:.200}"))
+            raise JudgeError(
+                self._endpoint.describe(
+                    f"reply is not a JSON object: {self._endpoint.excerpt(reply, 200)}"
+                )
+            )
         self._record_usage(reply)
         return read_noul_answers(reply, ids, self._endpoint)
 
@@ -312,13 +324,16 @@ def _read_noul(answer: Any, question_id: str, endpoint: Endpoint) -> float:
     """One answer's probability, checked to be a Noul answer with a number in [0, 1]."""
     if not isinstance(answer, dict) or answer.get("type") != "noul":
         raise JudgeError(
-            endpoint.describe(f"answer {question_id!r} is not a Noul answer: {answer!r:.200}")
+            endpoint.describe(
+                f"answer {question_id!r} is not a Noul answer: {endpoint.excerpt(answer, 200)}"
+            )
         )
     value = answer.get("noul")
     if not _is_finite_number(value) or not 0.0 <= value <= 1.0:
         raise JudgeError(
             endpoint.describe(
-                f"answer {question_id!r} has probability {value!r:.50}; expected a number in [0, 1]"
+                f"answer {question_id!r} has probability {endpoint.excerpt(value, 50)}; "
+                "expected a number in [0, 1]"
             )
         )
     return float(value)
@@ -328,7 +343,9 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
     """Input tokens, output tokens and the reported cost (None when not reported)."""
     usage = reply.get("usage", {})
     if not isinstance(usage, dict):
-        raise JudgeError(endpoint.describe(f"reply has a malformed 'usage': {usage!r:.200}"))
+        raise JudgeError(
+            endpoint.describe(f"reply has a malformed 'usage': {endpoint.excerpt(usage, 200)}")
+        )
     counts = [usage.get(name, 0) for name in ("input_tokens", "output_tokens")]
     cost = usage.get("cost")
     valid_counts = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts)
@@ -336,8 +353,8 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
     if not (valid_counts and valid_cost):
         raise JudgeError(
             endpoint.describe(
-                f"reply has malformed usage {usage!r:.200}; expected non-negative token counts "
-                "and cost"
+                f"reply has malformed usage {endpoint.excerpt(usage, 200)}; "
+                "expected non-negative token counts and cost"
             )
         )
     return counts[0], counts[1], None if cost is None else float(cost)

@@ -27,7 +27,14 @@ from typing import Any
 import httpx
 
 from ..errors import InvalidInputError, JudgeError
-from ._http import Endpoint, RetryPolicy, Secret, gather_or_cancel, post_json
+from ._http import (
+    Endpoint,
+    RetryPolicy,
+    Secret,
+    check_base_url,
+    gather_or_cancel,
+    post_json,
+)
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
 
 API_KEY_ENV = "SAG2_OPENAI_API_KEY"
@@ -319,21 +326,7 @@ def is_loopback_url(url: str) -> bool:
 
 def _check_settings(base_url: str, model: str, max_concurrency: int, timeout: float) -> None:
     """Raise InvalidInputError for a malformed base URL, an empty model or bad limits."""
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL:
-        raise InvalidInputError(
-            "base_url is not a valid URL; expected one like 'http://127.0.0.1:8000'"
-        ) from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise InvalidInputError(
-            "base_url must be an http:// or https:// URL with a host, such as "
-            "'http://127.0.0.1:8000'"
-        )
-    if url.userinfo:
-        raise InvalidInputError(
-            f"base_url must not carry credentials; pass api_key or set {API_KEY_ENV} instead"
-        )
+    check_base_url(base_url, API_KEY_ENV)
     if not model.strip():
         raise InvalidInputError("model must name the model the server serves, got ''")
     if max_concurrency < 1:
