@@ -51,19 +51,21 @@ def start_preparing(
     Large batches are split over the worker processes at once, so the caller can write the
     previous batch to SQLite while this one is analysed.
     """
-    if executor is None or sum(len(doc.text) for doc in documents) < PARALLEL_MIN_CHARS:
-        return lambda: _prepare_many(documents, chunk_chars)
-    size = max(1, -(-len(documents) // (4 * worker_count())))
+    # Workers get only titles and texts: metadata is already serialised and stays here.
+    texts = [(doc.title, doc.text) for doc in documents]
+    if executor is None or sum(len(text) for _, text in texts) < PARALLEL_MIN_CHARS:
+        return lambda: _prepare_many(texts, chunk_chars)
+    size = max(1, -(-len(texts) // (4 * worker_count())))
     futures = [
-        executor.submit(_prepare_many, documents[start : start + size], chunk_chars)
-        for start in range(0, len(documents), size)
+        executor.submit(_prepare_many, texts[start : start + size], chunk_chars)
+        for start in range(0, len(texts), size)
     ]
     return lambda: [prepared for future in futures for prepared in future.result()]
 
 
-def _prepare_many(documents: Sequence[Document], chunk_chars: int) -> list[PreparedDocument]:
-    """Prepare a slice of a batch (runs in a worker process)."""
-    return [_prepare_one((document, chunk_chars)) for document in documents]
+def _prepare_many(texts: Sequence[tuple[str, str]], chunk_chars: int) -> list[PreparedDocument]:
+    """Prepare a slice of a batch of (title, text) pairs (runs in a worker process)."""
+    return [_prepare_one(title, text, chunk_chars) for title, text in texts]
 
 
 def worker_count() -> int:
@@ -76,13 +78,12 @@ def new_executor() -> Executor:
     return ProcessPoolExecutor(max_workers=worker_count())
 
 
-def _prepare_one(payload: tuple[Document, int]) -> PreparedDocument:
-    """Chunk one document, analyse each unit, and serialise its metadata."""
-    document, chunk_chars = payload
-    title_tokens = " ".join(tokenize(document.title))
+def _prepare_one(title: str, text: str, chunk_chars: int) -> PreparedDocument:
+    """Chunk one document's text and analyse each unit."""
+    title_tokens = " ".join(tokenize(title))
     units = []
-    for span in chunk_spans(document.text, chunk_chars):
-        analysis = analyze_body(document.text[span.start : span.end])
+    for span in chunk_spans(text, chunk_chars):
+        analysis = analyze_body(text[span.start : span.end])
         expansion = SENTENCE_SEPARATOR.join(
             TERM_SEPARATOR.join(sentence) for sentence in analysis.sentences
         )

@@ -18,11 +18,16 @@ MAX_METADATA_DEPTH = 64
 _PARAGRAPH_BREAK = re.compile(r"(\S)\s*\n")
 _SENTENCE_END = re.compile(r"([.!?][\"')\]]?)\s|([。！？][」』\"')\]]?)")
 _WHITESPACE = re.compile(r"(\S)\s")
+_VISIBLE = re.compile(r"\S")
 
 
 @dataclass(frozen=True)
 class Document:
-    """A source document: a stable id, its text, an optional title and JSON-able metadata."""
+    """A source document: a stable id, its text, an optional title and JSON-able metadata.
+
+    Metadata is validated and serialised once, at construction (``metadata_json``): that is
+    what the index stores, so changing the mapping afterwards has no effect on it.
+    """
 
     id: str
     text: str
@@ -136,7 +141,8 @@ def chunk_spans(text: str, target: int) -> list[Span]:
     spans: list[Span] = []
     start = 0
     while len(text) - start > 1.2 * target:
-        start = len(text) - len(text[start:].lstrip()) if text[start].isspace() else start
+        first_visible = _VISIBLE.search(text, start)
+        start = first_visible.start() if first_visible else len(text)
         if len(text) - start <= 1.2 * target:
             break
         end = _cut_point(text, start, target)

@@ -9,7 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sag2_retrievers.documents import MAX_TEXT_CHARS, Document, Span, chunk_spans
+from sag2_retrievers.documents import (
+    MAX_TEXT_CHARS,
+    MAX_TITLE_CHARS,
+    Document,
+    Span,
+    chunk_spans,
+)
 from sag2_retrievers.errors import InvalidInputError
 
 TARGET = 100
@@ -61,6 +67,35 @@ def test_malformed_fields_are_rejected_naming_the_document(
 def test_text_longer_than_the_limit_is_rejected_naming_the_document() -> None:
     with pytest.raises(InvalidInputError, match=r"'huge'.*split it first"):
         Document("huge", "a" * (MAX_TEXT_CHARS + 1))
+
+
+def test_title_longer_than_the_limit_is_rejected_naming_the_document() -> None:
+    assert Document("long", "text", title="t" * MAX_TITLE_CHARS).title == "t" * MAX_TITLE_CHARS
+    with pytest.raises(InvalidInputError, match=r"'long'.*title has 2,001 characters"):
+        Document("long", "text", title="t" * (MAX_TITLE_CHARS + 1))
+
+
+@pytest.mark.parametrize(
+    ("doc_id", "fields", "field"),
+    [
+        ("doc\ud800", {}, "id"),
+        ("doc-7", {"text": "a \udfff b"}, "text"),
+        ("doc-7", {"title": "\ud800"}, "title"),
+        ("doc-7", {"metadata": {"note": ["ok", "\udc80"]}}, "metadata"),
+        ("doc-7", {"metadata": {"\ud800": 1}}, "metadata"),
+    ],
+)
+def test_lone_surrogates_are_rejected_at_construction_naming_the_document(
+    doc_id: str, fields: dict[str, Any], field: str
+) -> None:
+    fields = {"text": "ok", **fields}
+    with pytest.raises(InvalidInputError, match=rf"document .*: {field} holds .* lone surrogate"):
+        Document(doc_id, **fields)
+
+
+def test_metadata_is_serialised_to_json_at_construction() -> None:
+    document = Document("d1", "text", metadata={"lang": "é", "tags": ["a", 1], "n": None})
+    assert document.metadata_json == '{"lang": "é", "tags": ["a", 1], "n": null}'
 
 
 # -- chunking --------------------------------------------------------------------------------

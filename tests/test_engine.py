@@ -308,6 +308,27 @@ def test_remote_judges_can_be_refused(
     assert SAG2Engine(big_index, OverlapJudge()).judge.identity
 
 
+@pytest.mark.parametrize("value", ["0", "false", " OFF "])
+def test_allowing_remote_judges_by_argument_does_not_override_the_environment(
+    big_index: SQLiteIndex, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", value)
+    with pytest.raises(RemoteJudgeRefusedError, match="off this machine"):
+        SAG2Engine(big_index, RemoteJudge(), allow_remote_judges=True)
+
+
+def test_remote_judges_are_accepted_unless_the_argument_or_environment_refuses(
+    big_index: SQLiteIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SAG2_ALLOW_REMOTE_JUDGES", raising=False)
+    for allow in (None, True):
+        assert SAG2Engine(big_index, RemoteJudge(), allow_remote_judges=allow).judge.identity
+    monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", "1")
+    assert SAG2Engine(big_index, RemoteJudge(), allow_remote_judges=True).judge.identity
+    with pytest.raises(RemoteJudgeRefusedError):
+        SAG2Engine(big_index, RemoteJudge(), allow_remote_judges=False)
+
+
 def test_bad_requests_raise_input_errors(big_index: SQLiteIndex) -> None:
     engine = SAG2Engine(big_index, OverlapJudge())
     with pytest.raises(InvalidInputError):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -151,26 +151,28 @@ def test_batch_with_a_non_document_raises_and_changes_nothing(tiny_index: SQLite
     assert snapshot(tiny_index) == before
 
 
+def replaced_then(bad: Callable[[], Document]) -> Iterator[Document]:
+    """A batch built lazily: a replacement for "hobbit", then the document ``bad()`` builds."""
+    yield Document("hobbit", "Replaced text about quokkas.")
+    yield bad()
+
+
 @pytest.mark.parametrize("value", [object(), float("nan"), {1, 2}])
 def test_batch_with_unserialisable_metadata_raises_and_changes_nothing(
     tiny_index: SQLiteIndex, value: object
 ) -> None:
     before = snapshot(tiny_index)
-    batch = [
-        Document("hobbit", "Replaced text about quokkas."),
-        Document("bad", "Quokkas again.", metadata={"value": value}),
-    ]
     with pytest.raises(InvalidInputError, match=r"'bad'.*JSON"):
-        tiny_index.add_documents(batch)
+        tiny_index.add_documents(
+            replaced_then(lambda: Document("bad", "Quokkas again.", metadata={"value": value}))
+        )
     assert snapshot(tiny_index) == before
 
 
 def test_batch_with_unencodable_text_raises_and_changes_nothing(tiny_index: SQLiteIndex) -> None:
     before = snapshot(tiny_index)
-    with pytest.raises(ValueError):
-        tiny_index.add_documents(
-            [Document("hobbit", "Replaced text."), Document("bad", "lone \ud800 surrogate")]
-        )
+    with pytest.raises(InvalidInputError, match=r"'bad': text holds .* lone surrogate"):
+        tiny_index.add_documents(replaced_then(lambda: Document("bad", "lone \ud800 surrogate")))
     assert snapshot(tiny_index) == before
 
 
