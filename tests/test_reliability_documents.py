@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime
 import decimal
 import itertools
-import pickle
 import random
 import sqlite3
 import threading
