@@ -97,12 +97,23 @@ def add_in_batches(
     return IngestReport(counts["records"], counts["batches"], units)
 
 
+def _decoded(raw: bytes, path: Path, line: int | None) -> str:
+    """UTF-8 text (a leading byte-order mark is dropped), or an error naming file and line."""
+    try:
+        return raw.decode("utf-8-sig" if line in (None, 1) else "utf-8")
+    except UnicodeDecodeError as error:
+        where = f"{path}: line {line}" if line is not None else str(path)
+        raise InvalidInputError(
+            f"{where}: not valid UTF-8 text (byte {error.start}); save the corpus as UTF-8"
+        ) from None
+
+
 def _looks_like_jsonl(path: Path) -> bool:
     """True when a file with an unknown suffix holds a complete JSON object on its first line."""
     if path.suffix.lower() == ".json":
         return False
-    with path.open(encoding="utf-8") as handle:
-        first = next((line for line in handle if line.strip()), "")
+    with path.open("rb") as handle:
+        first = _decoded(next((line for line in handle if line.strip()), b""), path, 1)
     try:
         return isinstance(json.loads(first), dict)
     except json.JSONDecodeError:
@@ -111,8 +122,9 @@ def _looks_like_jsonl(path: Path) -> bool:
 
 def _read_jsonl(path: Path) -> Iterator[Document]:
     """Documents of a JSONL file, one per non-blank line; errors name the line number."""
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decoded(raw, path, number)
             if not line.strip():
                 continue
             where = f"{path}: line {number}"
@@ -126,7 +138,7 @@ def _read_jsonl(path: Path) -> Iterator[Document]:
 def _read_json(path: Path) -> Iterator[Document]:
     """Documents of a whole-file JSON corpus: a list of records or a title -> sentences dict."""
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(_decoded(path.read_bytes(), path, None))
     except json.JSONDecodeError as error:
         raise InvalidInputError(
             f"{path}: not valid JSON ({error}); JSONL files need a .jsonl suffix"

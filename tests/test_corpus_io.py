@@ -141,3 +141,9 @@ def test_batch_size_must_be_positive(tmp_path: Path) -> None:
     """A zero batch size is refused."""
     with SQLiteIndex(tmp_path / "i.db") as index, pytest.raises(InvalidInputError):
         add_in_batches(index, [], batch_size=0)
+
+
+def test_a_byte_order_mark_at_the_start_of_a_corpus_file_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "corpus.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "title": "T", "text": "body"}\n')
+    assert [document.id for document in read_corpus(path)] == ["a"]

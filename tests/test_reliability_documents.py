@@ -378,11 +378,6 @@ def test_duplicate_ids_far_apart_in_a_parallel_batch_are_refused(index: SQLiteIn
 
 # -- corpus files ------------------------------------------------------------------------------
 
-INVALID_UTF8_REASON = (
-    "corpus_io reads with encoding='utf-8' and lets UnicodeDecodeError escape: the error "
-    "names neither the file nor the line, and is not an InvalidInputError"
-)
-
 
 @pytest.fixture
 def bad_utf8_corpora(tmp_path: Path) -> dict[str, Path]:
@@ -401,7 +396,6 @@ def bad_utf8_corpora(tmp_path: Path) -> dict[str, Path]:
     return {name: tmp_path / name for name in files}
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError, reason=INVALID_UTF8_REASON)
 @pytest.mark.parametrize("name", ["records.jsonl", "records.json", "records.txt", "sentences.json"])
 def test_invalid_utf8_in_a_corpus_file_is_invalid_input_naming_the_file(
     bad_utf8_corpora: dict[str, Path], name: str
@@ -410,7 +404,6 @@ def test_invalid_utf8_in_a_corpus_file_is_invalid_input_naming_the_file(
         list(read_corpus(bad_utf8_corpora[name]))
 
 
-@pytest.mark.xfail(strict=True, raises=UnicodeDecodeError, reason=INVALID_UTF8_REASON)
 def test_invalid_utf8_in_a_jsonl_corpus_names_the_line(bad_utf8_corpora: dict[str, Path]) -> None:
     with pytest.raises(InvalidInputError, match="line 3"):
         list(read_corpus(bad_utf8_corpora["records.jsonl"]))
