@@ -362,3 +362,14 @@ def test_concurrent_retrievals_sharing_a_judge_each_count_their_own_usage(
     for result in results:
         assert result.usage.judgments == result.judgments
     assert sum(r.judgments for r in results) == engine.judge.usage.judgments
+
+
+def test_expansion_stops_when_seeds_hold_only_question_words(tmp_path: Path) -> None:
+    index = SQLiteIndex(tmp_path / "no-terms.db")
+    index.add_documents(
+        [Document("a", "Radium glows."), Document("b", "Radium glows radium."), Document("c", "x")]
+    )
+    judge = ScriptedJudge({}, default=0.5)
+    result = SAG2Engine(index, judge).retrieve("Does radium glow? glows")
+    assert len(judge.requests) == 1
+    assert result.stop_reason == "no expansion term for round 1"
