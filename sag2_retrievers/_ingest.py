@@ -36,13 +36,6 @@ class PreparedDocument:
     units: tuple[PreparedUnit, ...]
 
 
-def prepare_documents(
-    documents: Sequence[Document], chunk_chars: int, executor: Executor | None
-) -> list[PreparedDocument]:
-    """Chunk and analyse every document, in worker processes when given and worthwhile."""
-    return start_preparing(documents, chunk_chars, executor)()
-
-
 def start_preparing(
     documents: Sequence[Document], chunk_chars: int, executor: Executor | None
 ) -> Callable[[], list[PreparedDocument]]:

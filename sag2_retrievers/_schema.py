@@ -72,7 +72,6 @@ UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value 
 DELETE_FTS_SQL = "DELETE FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
 DELETE_UNITS_SQL = "DELETE FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
 DELETE_DOCS_SQL = "DELETE FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"
-EXISTING_DOCS_SQL = "SELECT doc_id FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"
 METADATA_SQL = """
     SELECT doc_id, metadata FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
 DOCUMENT_SQL = "SELECT doc_id, text, title, metadata FROM documents WHERE doc_id = ?"

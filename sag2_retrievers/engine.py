@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 from .config import SAG2Config
 from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
-from .errors import InvalidInputError, JudgeError, RemoteJudgeRefusedError
+from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .index import Filters, SQLiteIndex, check_question
+from .index import Filters, SQLiteIndex, check_limit, check_question
 from .judges.base import (
     Candidate,
     ContextPassage,
@@ -149,7 +149,10 @@ class SAG2Engine:
         self._stop_loop()
 
     def close(self) -> None:
-        """Blocking ``aclose``."""
+        """Blocking ``aclose`` (usable inside a running event loop: it runs on the engine's own).
+
+        After async use on your own event loop, prefer ``await engine.aclose()`` there.
+        """
         self._runner().run(self.judge.aclose())
         self._stop_loop()
 
@@ -209,7 +212,10 @@ class SAG2Engine:
             plan = self._first_expansion_plan(state, new)
         else:
             plan = self._final_plan(state, new)
-        plan = replace(plan, seeds=tuple(seeds), terms=tuple(terms), new=tuple(new))
+        # The trace lists the new units this round actually judges.
+        pool = set(plan.pool)
+        judged_new = tuple(u for u in new if u in pool)
+        plan = replace(plan, seeds=tuple(seeds), terms=tuple(terms), new=judged_new)
         return self._with_units(state, plan)
 
     def _expand(
@@ -324,6 +330,8 @@ class SAG2Engine:
         else:
             ranking = self._diversified(state, state.ranking[: self.config.keep])
             ranked = [(u, state.scores[u]) for u in ranking]
+        # Read again: the output reflects the index as it is now, without units deleted by a
+        # concurrent writer while the judge was working.
         units = self.index.units(u for u, _ in ranked)
         ordered = [
             _retrieved(units[u], score, state.found.get(u, 0), rank)
@@ -332,7 +340,7 @@ class SAG2Engine:
         ]
         hits = _unique_sources(ordered)[:top_k]
         metadata = self.index.metadata(hit.doc_id for hit in hits)
-        hits = [_with_metadata(hit, metadata.get(hit.doc_id, {})) for hit in hits]
+        hits = [replace(hit, metadata=metadata.get(hit.doc_id, {})) for hit in hits]
         return RetrievalResult(
             state.question,
             tuple(hits),
@@ -389,6 +397,9 @@ class _LoopThread:
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine on the loop and wait for its result."""
+        if threading.current_thread() is self.thread:
+            coroutine.close()
+            raise RuntimeError("a blocking SAG2 call cannot run inside the engine's own loop")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
@@ -411,8 +422,7 @@ def remote_judges_allowed_by_environment() -> bool:
 def _check_request(question: object, top_k: object) -> None:
     """Reject a non-string question or a negative/non-integer top_k."""
     check_question(question)
-    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 0:
-        raise InvalidInputError(f"top_k must be a non-negative integer, got {top_k!r}")
+    check_limit(top_k, "top_k")
 
 
 def _retrieved(unit: Unit, score: float, round_found: int, rank: int) -> RetrievedUnit:
@@ -427,22 +437,6 @@ def _retrieved(unit: Unit, score: float, round_found: int, rank: int) -> Retriev
         rank,
         unit.char_start,
         unit.char_end,
-    )
-
-
-def _with_metadata(hit: RetrievedUnit, metadata: dict[str, Any]) -> RetrievedUnit:
-    """The same record carrying its document's metadata."""
-    return RetrievedUnit(
-        hit.unit_id,
-        hit.doc_id,
-        hit.title,
-        hit.text,
-        hit.score,
-        hit.round_found,
-        hit.rank,
-        hit.char_start,
-        hit.char_end,
-        metadata,
     )
 
 

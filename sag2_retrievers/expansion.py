@@ -180,18 +180,14 @@ def _repaired_term_scores(
 ) -> dict[str, dict[int, float]]:
     """Each term's BM25 contribution per matching unit, after the lexical repairs of §3.2.
 
-    A term matching nothing is replaced by the title it is an accent alias of, if that title
-    matches; a multiword name with no unseen match falls back to its longest sub-phrase that
-    is a corpus title and has one. Keys are the terms actually used, in priority order.
+    A multiword name with no unseen match falls back to its longest sub-phrase that is a
+    corpus title and has one. (The accent-alias repair of §3.2 cannot apply here: a selected
+    term has body df > 0, so it always matches.) Keys are the terms used, in priority order.
     """
     scores = index.term_scores(terms)
-    missing = {t: alias for t in terms if not scores[t] and (alias := index.title_alias(t))}
-    alias_scores = index.term_scores(list(missing.values())) if missing else {}
     repaired: dict[str, dict[int, float]] = {}
     for term in terms:
         used, matches = term, scores[term]
-        if term in missing and alias_scores[missing[term]]:
-            used, matches = missing[term], alias_scores[missing[term]]
         if " " in used and not usable(matches):
             used, matches = _title_subphrase(index, used, matches, usable)
         repaired.setdefault(used, matches)

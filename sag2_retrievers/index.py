@@ -69,6 +69,7 @@ class SQLiteIndex:
         self.path = Path(path)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._registry_lock = threading.Lock()
         self._closed = False
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
@@ -91,7 +92,8 @@ class SQLiteIndex:
         """This thread's connection (created on first use), in WAL mode with a busy timeout."""
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
         if self._closed:
-            if connection is not None:
+            # A read still inside snapshot() closes its connection after its COMMIT.
+            if connection is not None and not connection.in_transaction:
                 connection.close()
                 self._local.connection = None
             raise IndexUnavailableError(f"index {str(self.path)!r} is closed; open it again")
@@ -99,9 +101,20 @@ class SQLiteIndex:
             connection = connect(self.path)
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
-            with self._write_lock:
+            with self._registry_lock:
+                self._close_finished_threads()
                 self._connections.append((threading.current_thread(), connection))
         return connection
+
+    def _close_finished_threads(self) -> None:
+        """Close the connections of threads that have ended (call with the registry lock)."""
+        alive = []
+        for thread, connection in self._connections:
+            if thread.is_alive():
+                alive.append((thread, connection))
+            else:
+                connection.close()
+        self._connections = alive
 
     def _open(self, requested: IndexSettings | None) -> IndexSettings:
         """Create the schema or check the stored settings against the requested ones."""
@@ -130,11 +143,12 @@ class SQLiteIndex:
         """Close the index: this thread's connection and those of finished threads now;
         any other thread's on its next use (which then raises). Idempotent."""
         current = threading.current_thread()
-        with self._write_lock:
+        with self._registry_lock:
             self._closed = True
+            self._close_finished_threads()
             still_open = []
             for thread, connection in self._connections:
-                if thread is current or not thread.is_alive():
+                if thread is current:
                     connection.close()
                 else:
                     still_open.append((thread, connection))
@@ -206,7 +220,7 @@ class SQLiteIndex:
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents and their units by id, in one transaction; returns documents removed."""
-        ids = list(dict.fromkeys(doc_ids))
+        ids = list(dict.fromkeys(_id_collection(doc_ids, "doc_ids")))
         for doc_id in ids:
             if not isinstance(doc_id, str):
                 raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
@@ -259,7 +273,8 @@ class SQLiteIndex:
         filters: Filters | None = None,
     ) -> list[SearchHit]:
         """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
-        _check_limit(limit)
+        check_limit(limit)
+        check_limit(max_tokens, "max_tokens")
         with self.snapshot():
             terms = self.query_terms(question, max_tokens)
             ranked = self.rank_expression(terms, limit, filters=filters)
@@ -328,7 +343,7 @@ class SQLiteIndex:
 
     def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """The units with the given ids, keyed by id (missing ids are absent)."""
-        return {row.unit_id: row for row in self._unit_rows(unit_ids).values()}
+        return self._unit_rows(_id_collection(unit_ids, "unit_ids"))
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
@@ -378,6 +393,9 @@ class SQLiteIndex:
             yield
         finally:
             connection.execute("COMMIT")
+            if self._closed:
+                connection.close()
+                self._local.connection = None
 
     def allowed_units(self, filters: Filters) -> set[int]:
         """Ids of the units whose document metadata satisfies every filter (evaluated in SQLite)."""
@@ -387,6 +405,8 @@ class SQLiteIndex:
 
     def document(self, doc_id: str) -> Document | None:
         """The stored source document with this id, or None."""
+        if not isinstance(doc_id, str):
+            raise InvalidInputError(f"doc_id must be a string, got {type(doc_id).__name__}")
         row = self._connection().execute(sql.DOCUMENT_SQL, (doc_id,)).fetchone()
         if row is None:
             return None
@@ -394,29 +414,30 @@ class SQLiteIndex:
 
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of the given documents, keyed by id."""
-        rows = self._connection().execute(sql.METADATA_SQL, (json.dumps(list(doc_ids)),))
+        ids = list(_id_collection(doc_ids, "doc_ids"))
+        rows = self._connection().execute(sql.METADATA_SQL, (json.dumps(ids),))
         return {doc_id: json.loads(metadata) for doc_id, metadata in rows}
 
     # -- lexical repair --------------------------------------------------------------------
 
     def repair_terms(self, terms: Sequence[str]) -> list[str]:
         """Replace each term that matches nothing by the title it is an accent alias of."""
-        if not terms:
-            return []
-        members = self.document_frequencies_any(terms)
-        missing = [term for term in terms if members[term] == 0]
-        if not missing:
+        aliases = self.title_catalog().aliases
+        candidates = {
+            term: alias
+            for term in terms
+            if (alias := aliases.get(" ".join(tokenize(fold_accents(term))))) is not None
+        }
+        if not candidates:
             return list(terms)
-        candidates = {t: alias for t in missing if (alias := self.title_alias(t)) is not None}
-        matched = self.document_frequencies_any(candidates.values()) if candidates else {}
+        # Only terms that have an alias can change, so only they need a match count.
+        counts = self.document_frequencies_any([*candidates, *candidates.values()])
         return [
-            candidates[term] if term in candidates and matched[candidates[term]] > 0 else term
+            candidates[term]
+            if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
+            else term
             for term in terms
         ]
-
-    def title_alias(self, term: str) -> str | None:
-        """The title phrase whose accent-folded form equals the folded term, if unique."""
-        return self.title_catalog().aliases.get(" ".join(tokenize(fold_accents(term))))
 
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Number of units matching each term in any field (used for "matches nothing")."""
@@ -535,8 +556,19 @@ def _reconcile_settings(
     return current
 
 
+def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
+    """Refuse a bare string or bytes where a collection of ids is expected."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidInputError(
+            f"{name} must be a collection of ids, not a single {type(ids).__name__}"
+        )
+    return ids
+
+
 def _validated_batch(documents: Iterable[Document]) -> list[Document]:
     """The batch as a list; rejects non-documents and repeated ids, naming the offender."""
+    if isinstance(documents, Document):
+        raise InvalidInputError("pass a list of documents, not a single Document")
     batch = list(documents)
     seen: set[str] = set()
     for position, document in enumerate(batch):
@@ -620,10 +652,10 @@ def _filter_value(key: str, value: object) -> FilterValue:
     )
 
 
-def _check_limit(limit: int) -> None:
-    """Reject negative or non-integer limits."""
+def check_limit(limit: object, name: str = "limit") -> None:
+    """Reject a negative or non-integer count (limit, top_k, max_tokens)."""
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise InvalidInputError(f"limit must be a non-negative integer, got {limit!r}")
+        raise InvalidInputError(f"{name} must be a non-negative integer, got {limit!r}")
 
 
 def _build_catalog(titles: Sequence[str]) -> TitleCatalog:

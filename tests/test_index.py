@@ -612,3 +612,35 @@ def test_a_file_holding_only_a_judge_cache_becomes_an_index(tmp_path: Path) -> N
     with SQLiteIndex(path) as index:
         index.add_documents([Document("a", "shared file")])
         assert index.document_count() == 1
+
+
+def test_a_single_id_string_is_refused_where_ids_are_expected(tiny_index: SQLiteIndex) -> None:
+    """A bare string would otherwise be read character by character."""
+    before = tiny_index.document_count()
+    for call in (tiny_index.delete, tiny_index.units, tiny_index.metadata):
+        with pytest.raises(InvalidInputError, match="collection of ids"):
+            call("doc1")  # type: ignore[arg-type]
+    assert tiny_index.document_count() == before
+
+
+def test_a_single_document_is_refused_where_a_batch_is_expected(empty_index: SQLiteIndex) -> None:
+    with pytest.raises(InvalidInputError, match="list of documents"):
+        empty_index.add_documents(Document("a", "text"))  # type: ignore[arg-type]
+
+
+def test_bad_max_tokens_is_an_input_error(tiny_index: SQLiteIndex) -> None:
+    for value in (-1, "a"):
+        with pytest.raises(InvalidInputError, match="max_tokens"):
+            tiny_index.search("hobbit", max_tokens=value)  # type: ignore[arg-type]
+
+
+def test_connections_of_finished_threads_are_closed(tiny_index: SQLiteIndex) -> None:
+    def read() -> None:
+        tiny_index.search("hobbit")
+
+    for _ in range(5):
+        thread = threading.Thread(target=read)
+        thread.start()
+        thread.join()
+    read()
+    assert len(tiny_index._connections) <= 2
