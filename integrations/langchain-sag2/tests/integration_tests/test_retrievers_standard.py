@@ -19,16 +19,16 @@ class TestSAG2RetrieverStandard(RetrieversIntegrationTests):
     index_file: Path
 
     @pytest.fixture(autouse=True, scope="class")
+    @classmethod
     def _build_index_file(
-        self,
-        request: pytest.FixtureRequest,
+        cls,
         tmp_path_factory: pytest.TempPathFactory,
         eiffel_documents: list[Document],
     ) -> None:
         """Build the index once; every constructed retriever reopens the same file."""
         path = tmp_path_factory.mktemp("standard") / "eiffel.sqlite"
         SAG2Retriever.from_documents(eiffel_documents, db_path=path, judge=OverlapJudge()).close()
-        request.cls.index_file = path
+        cls.index_file = path
 
     @property
     def retriever_constructor(self) -> type[SAG2Retriever]:
