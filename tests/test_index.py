@@ -644,3 +644,26 @@ def test_connections_of_finished_threads_are_closed(tiny_index: SQLiteIndex) -> 
         thread.join()
     read()
     assert len(tiny_index._connections) <= 2
+
+
+def test_a_sqlite_without_fts5_is_reported_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe names FTS5 and says what to do, instead of failing later in a query."""
+    real_connect = sqlite3.connect
+
+    class NoFTS5Connection:
+        def __init__(self, connection: sqlite3.Connection) -> None:
+            self.connection = connection
+
+        def execute(self, statement: str, *args: object) -> object:
+            if "fts5" in statement.lower():
+                raise sqlite3.OperationalError("no such module: fts5")
+            return self.connection.execute(statement, *args)
+
+        def close(self) -> None:
+            self.connection.close()
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: NoFTS5Connection(real_connect(*a, **k)))
+    with pytest.raises(IndexUnavailableError, match="FTS5"):
+        SQLiteIndex(tmp_path / "no-fts5.sqlite")
