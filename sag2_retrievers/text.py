@@ -43,9 +43,10 @@ _NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
 _UPPER = "".join(sorted({ch for ch in map(chr, range(0x250)) if ch.isupper()}))
 _CAPITALISED_WORD = rf"(?:(?:[{_UPPER}]\.)+|[{_UPPER}][\w'’\-]*)"
-_NAME_RUN = re.compile(
-    rf"(?<![\w'’\-.]){_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})+(?![\w'’\-]|\.\w)"
-)
+# The first word starts with its capital and only then looks back (the word must not continue
+# a longer word): a leading class lets the regex engine skip non-capitals quickly.
+_FIRST_CAPITALISED_WORD = rf"[{_UPPER}](?<![\w'’\-.][{_UPPER}])(?:\.(?:[{_UPPER}]\.)*|[\w'’\-]*)"
+_NAME_RUN = re.compile(rf"{_FIRST_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})+(?![\w'’\-]|\.\w)")
 
 
 def normalize(text: str) -> str:
