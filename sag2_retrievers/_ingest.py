@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -36,9 +37,17 @@ class PreparedDocument:
     units: tuple[PreparedUnit, ...]
 
 
+@dataclass(frozen=True)
+class PreparedBatch:
+    """A batch's prepared documents (in order) and its units' body document frequencies."""
+
+    documents: list[PreparedDocument]
+    body_df: Counter[str]
+
+
 def start_preparing(
     documents: Sequence[Document], chunk_chars: int, executor: Executor | None
-) -> Callable[[], list[PreparedDocument]]:
+) -> Callable[[], PreparedBatch]:
     """Start analysing a batch (in the background when worthwhile); call the result to wait.
 
     Large batches are split over the worker processes at once, so the caller can write the
@@ -53,12 +62,26 @@ def start_preparing(
         executor.submit(_prepare_many, texts[start : start + size], chunk_chars)
         for start in range(0, len(texts), size)
     ]
-    return lambda: [prepared for future in futures for prepared in future.result()]
+    return lambda: _merged([future.result() for future in futures])
 
 
-def _prepare_many(texts: Sequence[tuple[str, str]], chunk_chars: int) -> list[PreparedDocument]:
-    """Prepare a slice of a batch of (title, text) pairs (runs in a worker process)."""
-    return [_prepare_one(title, text, chunk_chars) for title, text in texts]
+def _merged(slices: list[PreparedBatch]) -> PreparedBatch:
+    """One batch from its slices, in order, with their document frequencies added up."""
+    body_df: Counter[str] = Counter()
+    for part in slices:
+        body_df.update(part.body_df)
+    return PreparedBatch([item for part in slices for item in part.documents], body_df)
+
+
+def _prepare_many(texts: Sequence[tuple[str, str]], chunk_chars: int) -> PreparedBatch:
+    """Prepare a slice of (title, text) pairs and count its units' distinct body tokens
+    (runs in a worker process, so the writer only adds the counts up)."""
+    documents = [_prepare_one(title, text, chunk_chars) for title, text in texts]
+    body_df: Counter[str] = Counter()
+    for document in documents:
+        for unit in document.units:
+            body_df.update(set(unit.body_tokens.split()))
+    return PreparedBatch(documents, body_df)
 
 
 def worker_count() -> int:

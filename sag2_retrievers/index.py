@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from . import _schema as sql
-from ._ingest import PreparedDocument, new_executor, parse_expansion, start_preparing
+from ._ingest import (
+    PreparedBatch,
+    PreparedDocument,
+    new_executor,
+    parse_expansion,
+    start_preparing,
+)
 from ._schema import IndexSettings
 from ._sqlite import connect
 from .documents import Document, Unit
@@ -182,7 +188,7 @@ class SQLiteIndex:
         ``on_batch`` receives each committed batch's document count.
         """
         units = 0
-        pending: tuple[list[Document], Callable[[], list[PreparedDocument]]] | None = None
+        pending: tuple[list[Document], Callable[[], PreparedBatch]] | None = None
         executor = self._analysis_executor() if parallel else None
         try:
             for documents in batches:
@@ -202,17 +208,17 @@ class SQLiteIndex:
     def _write_batch(
         self,
         batch: list[Document],
-        prepared: Callable[[], list[PreparedDocument]],
+        prepared: Callable[[], PreparedBatch],
         on_batch: Callable[[int], None] | None,
     ) -> int:
         """Wait for a batch's analysis and write it in one transaction."""
-        items = prepared()
+        analysed = prepared()
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in batch])
-            _add_body_df(connection, items)
+            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
             units = sum(
                 _insert_document(connection, document, item)
-                for document, item in zip(batch, items, strict=True)
+                for document, item in zip(batch, analysed.documents, strict=True)
             )
         if on_batch is not None:
             on_batch(len(batch))
@@ -598,15 +604,6 @@ def _insert_document(
             sql.INSERT_FTS_SQL, (cursor.lastrowid, unit.title_tokens, "", unit.body_tokens)
         )
     return len(item.units)
-
-
-def _add_body_df(connection: sqlite3.Connection, prepared: Sequence[PreparedDocument]) -> None:
-    """Count each new unit's distinct body tokens into the df table."""
-    counts: Counter[str] = Counter()
-    for item in prepared:
-        for unit in item.units:
-            counts.update(set(unit.body_tokens.split()))
-    connection.executemany(sql.ADD_DF_SQL, counts.items())
 
 
 def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> None:
