@@ -50,6 +50,7 @@ class _Retrieval:
     ranking: list[int] = field(default_factory=list)
     lexical: list[tuple[int, float]] = field(default_factory=list)
     question_scores: dict[int, float] = field(default_factory=dict)
+    n_units: int = 0
     trace: list[RoundTrace] = field(default_factory=list)
     stop_reason: str = "completed"
 
@@ -175,7 +176,11 @@ class SAG2Engine:
         )
         if state.query_terms:
             limit = config.one_shot_budget or config.candidates_per_round
-            ranked = self.index.rank_expression(state.query_terms, None, filters=filters)
+            state.n_units = self.index.unit_count()
+            # The filter was evaluated in SQLite once (allowed_units); reuse its result here.
+            ranked = self.index.rank_expression(state.query_terms, None)
+            if allowed is not None:
+                ranked = [(unit_id, score) for unit_id, score in ranked if unit_id in allowed]
             state.question_scores = dict(ranked)
             state.lexical = ranked[:limit]
             initial = [unit_id for unit_id, _ in state.lexical]
@@ -231,7 +236,7 @@ class SAG2Engine:
         sentences = self.index.expansion_units(seeds)
         seed_records = [Seed(u, state.scores[u], sentences.get(u, [])) for u in seeds]
         terms = select_terms(
-            self.index, seed_records, state.question_tokens, config.expansion_terms
+            self.index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
         )
         if not terms:
             state.stop_reason = f"no expansion term for round {round_}"
@@ -362,7 +367,7 @@ class SAG2Engine:
             for u in top
         ]
         df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
-        vectors = tfidf_vectors(token_lists, df, self.index.unit_count())
+        vectors = tfidf_vectors(token_lists, df, state.n_units)
         quality = [state.scores[u] for u in top]
         order = greedy_dpp_order(quality, cosine_matrix(vectors))
         return [top[i] for i in order] + ranking[len(top) :]

@@ -100,16 +100,21 @@ def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm
 
 
 def select_terms(
-    index: SQLiteIndex, seeds: Sequence[Seed], question_tokens: frozenset[str], limit: int
+    index: SQLiteIndex,
+    seeds: Sequence[Seed],
+    question_tokens: frozenset[str],
+    limit: int,
+    n_units: int | None = None,
 ) -> list[ExpansionTerm]:
     """Choose the expansion terms of a round from its seeds.
 
     Token df comes from one table lookup. Phrase df needs an FTS5 query each, so a phrase is
     looked up only if it could still enter the top ``limit``: its priority cannot exceed its
     base times the idf of df = 1 (it occurs in its seed), so phrases below the cut-off that
-    the tokens already set are skipped without changing the result.
+    the tokens already set are skipped without changing the result. ``n_units`` (N) may be
+    passed by a caller that already counted the units.
     """
-    n_units = index.unit_count()
+    n_units = index.unit_count() if n_units is None else n_units
     candidates = candidate_terms(seeds, question_tokens)
     tokens = [t for t in candidates if " " not in t]
     df = index.document_frequencies([*tokens, *question_tokens])
