@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +33,7 @@ from sag2_retrievers import (
     SQLiteIndex,
 )
 from sag2_retrievers.index import Filters
+from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
 
 ROUND_EVENT = "sag2_round"
 RESULT_EVENT = "sag2_result"
@@ -70,14 +69,24 @@ class SAG2Retriever(BaseRetriever):
         config: SAG2Config
             Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
         db_path: str | Path | None
-            The SQLite index file, created if missing and reopened if present. ``None``
-            makes a temporary file, deleted by ``close()`` or when the retriever is
-            garbage-collected.
+            The SQLite index file, created if missing (its folder must exist) and reopened
+            if present. ``None`` makes a temporary file, deleted by ``close()`` or when the
+            retriever is garbage-collected.
+        create: bool
+            ``False`` opens ``db_path`` only if it already holds an index, so a mistyped
+            path raises ``IndexUnavailableError`` instead of creating an empty index.
         index_settings: IndexSettings | None
             Settings for a new file (chunk size); ``None`` adopts an existing file's.
         title_key: str | None
             Metadata key whose string value becomes the document title (default
-            ``"title"``); titles are searched and shown to the judge.
+            ``"title"``); without one, a markdown ``# H1`` of the text, else the file name
+            in ``source``. Titles are searched and shown to the judge.
+        skip_empty: bool
+            Blank documents are skipped with one warning naming them (default); ``False``
+            raises instead.
+        precompute_judge: bool
+            Let the judge prepare passages as they are added (the local judge embeds them,
+            with a progress bar), so the first question is not slow (default ``True``).
 
     Instantiate:
         ```python
@@ -150,6 +159,12 @@ class SAG2Retriever(BaseRetriever):
     """Metadata key whose string value is stored as the document's title."""
     allow_remote_judges: bool | None = None
     """Refuse judges that send text off the machine when False (None: environment decides)."""
+    create: bool = True
+    """False: ``db_path`` must already hold an index (a typo raises instead of creating one)."""
+    skip_empty: bool = True
+    """Skip blank documents with one warning (True) or raise (False)."""
+    precompute_judge: bool = True
+    """Let the judge prepare the passages of added documents (local judge: embeddings)."""
 
     _index: SQLiteIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
@@ -164,7 +179,7 @@ class SAG2Retriever(BaseRetriever):
                 prefix="sag2-langchain-", ignore_cleanup_errors=True
             )
             self.db_path = Path(self._scratch.name) / "index.sqlite"
-        self._index = SQLiteIndex(self.db_path, self.index_settings)
+        self._index = SQLiteIndex(self.db_path, self.index_settings, create=self.create)
         try:
             if self.judge is None:
                 self.judge = _local_judge(self.db_path)
@@ -233,19 +248,28 @@ class SAG2Retriever(BaseRetriever):
     def add_documents(
         self, documents: Iterable[Document], ids: Sequence[str] | None = None
     ) -> list[str]:
-        """Insert or replace documents by id in one transaction; returns their ids in order.
+        """Insert or replace documents by id in one transaction; returns the stored ids.
 
-        The id is ``ids[i]`` if given, else ``document.id``, else a hash of the text and
-        metadata, so re-adding identical content changes nothing.
+        The id is ``ids[i]`` if given, else ``document.id``, else the file path in
+        ``metadata["source"]`` (``<path>_part_<i>`` when one file gave several documents),
+        else a hash of the text and metadata, so re-adding the same files changes nothing.
+        Blank documents are skipped with one warning and exact repeats stored once; neither
+        adds an id to the result.
         """
         self._require_open()
         batch = list(documents)
-        doc_ids = _document_ids(batch, ids)
+        given = _given_ids(batch, ids)
         records = [
-            self._source_document(doc_id, document)
-            for doc_id, document in zip(doc_ids, batch, strict=True)
+            SourceRecord(doc_id, document.page_content, document.metadata)
+            for doc_id, document in zip(given, batch, strict=True)
         ]
-        self._index.add_documents(_without_repeats(records))
+        planned = plan_ingest(records, skip_empty=self.skip_empty)
+        self._index.add_documents(
+            [self._source_document(doc_id, batch[position]) for position, doc_id in planned]
+        )
+        doc_ids = [doc_id for _, doc_id in planned]
+        if self.precompute_judge and doc_ids and self.judge is not None:
+            precompute_judge(self._index, self.judge, doc_ids)
         return doc_ids
 
     def delete(self, ids: Iterable[str]) -> int:
@@ -257,13 +281,8 @@ class SAG2Retriever(BaseRetriever):
     def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
         """The core record of a LangChain document: text, title from metadata, metadata."""
         metadata = dict(document.metadata)
-        title = metadata.get(self.title_key) if self.title_key else None
-        return SourceDocument(
-            doc_id,
-            document.page_content,
-            title if isinstance(title, str) else "",
-            metadata,
-        )
+        title = document_title(document.page_content, metadata, self.title_key)
+        return SourceDocument(doc_id, document.page_content, title, metadata)
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -376,38 +395,15 @@ def _local_judge(db_path: Path) -> Judge:
     return judge
 
 
-def _document_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str]:
-    """Explicit ids, else each document's own id, else a hash of its content."""
+def _given_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str | None]:
+    """Explicit ids, else each document's own id (None: derived by the shared ingest rules)."""
     if ids is None:
-        return [document.id or _content_id(document) for document in documents]
+        return [document.id or None for document in documents]
     if isinstance(ids, str) or len(ids) != len(documents):
         raise InvalidInputError(
             f"ids must be a sequence with one id per document ({len(documents)}), got {ids!r}"
         )
     return list(ids)
-
-
-def _content_id(document: Document) -> str:
-    """A stable id for a document without one: SHA-256 of its text and metadata."""
-    content = json.dumps(
-        [document.page_content, document.metadata],
-        sort_keys=True,
-        ensure_ascii=False,
-        default=repr,
-    )
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _without_repeats(records: Sequence[SourceDocument]) -> list[SourceDocument]:
-    """Drop exact repeats (same id and content); a conflicting repeat reaches the index's check."""
-    first: dict[str, SourceDocument] = {}
-    batch = []
-    for record in records:
-        if first.get(record.id) == record:
-            continue
-        first.setdefault(record.id, record)
-        batch.append(record)
-    return batch
 
 
 def _langchain_document(hit: RetrievedUnit) -> Document:
