@@ -10,7 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Candidate, Document, IndexUnavailableError, InvalidInputError
+from sag2_retrievers import (
+    Candidate,
+    Document,
+    IndexUnavailableError,
+    InvalidInputError,
+    SAG2Config,
+    SAG2Engine,
+)
 from sag2_retrievers.errors import IndexSettingsMismatchError
 from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges.fake import OverlapJudge
@@ -229,3 +236,39 @@ def test_precompute_judge_hands_every_unit_of_the_documents_to_the_judge(tmp_pat
     assert prepared == len(units) > 1
     assert [c.text for c in seen] == [u.body for _, u in sorted(units.items())]
     assert {c.title for c in seen} == {"Long"}
+
+
+# -- units per document ---------------------------------------------------------------------
+
+
+def manual_chapters() -> str:
+    """A long manual whose every chapter mentions the pump, so many of its units match."""
+    return "\n\n".join(
+        f"Chapter {n} explains how the pump valve number {n} is serviced. " * 12 for n in range(12)
+    )
+
+
+def test_one_unit_per_source_document_by_default_more_when_asked(tmp_path: Path) -> None:
+    with SQLiteIndex(tmp_path / "i.db") as index:
+        index.add_documents(
+            [Document("manual", manual_chapters(), "Manual"), Document("memo", "A pump memo.")]
+        )
+        assert index.unit_count() > 4
+        question = "How is the pump valve serviced?"
+        engines = [
+            SAG2Engine(index, OverlapJudge()),
+            SAG2Engine(index, OverlapJudge(), SAG2Config(units_per_document=3)),
+        ]
+        try:
+            default, several = (engine.retrieve(question, 3).hits for engine in engines)
+        finally:
+            for engine in engines:
+                engine.close()
+    assert sorted(hit.doc_id for hit in default) == ["manual", "memo"]
+    assert [hit.doc_id for hit in several].count("manual") == 3
+    assert len({(hit.char_start, hit.char_end) for hit in several}) == 3
+
+
+def test_units_per_document_must_be_positive() -> None:
+    with pytest.raises(InvalidInputError, match="units_per_document"):
+        SAG2Config(units_per_document=0)

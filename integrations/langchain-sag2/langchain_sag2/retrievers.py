@@ -87,6 +87,11 @@ class SAG2Retriever(BaseRetriever):
         precompute_judge: bool
             Let the judge prepare passages as they are added (the local judge embeds them,
             with a progress bar), so the first question is not slow (default ``True``).
+        units_per_document: int | None
+            How many chunks of one source document may be among the ``k`` results (sets
+            ``config.units_per_document``); ``None`` keeps the config's, by default 1 (the
+            paper's unique sources). Chunks of one document share its ``id``; their
+            ``start_index`` tells them apart.
 
     Instantiate:
         ```python
@@ -165,6 +170,8 @@ class SAG2Retriever(BaseRetriever):
     """Skip blank documents with one warning (True) or raise (False)."""
     precompute_judge: bool = True
     """Let the judge prepare the passages of added documents (local judge: embeddings)."""
+    units_per_document: int | None = Field(default=None, ge=1)
+    """Chunks of one source document allowed among the results (None: the config's, 1)."""
 
     _index: SQLiteIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
@@ -174,6 +181,8 @@ class SAG2Retriever(BaseRetriever):
     def model_post_init(self, context: Any, /) -> None:
         """Open or create the index file, build the default judge if needed, start the engine."""
         super().model_post_init(context)
+        if self.units_per_document is not None:
+            self.config = self.config.with_changes(units_per_document=self.units_per_document)
         if self.db_path is None:
             self._scratch = tempfile.TemporaryDirectory(
                 prefix="sag2-langchain-", ignore_cleanup_errors=True

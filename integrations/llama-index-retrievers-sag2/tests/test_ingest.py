@@ -152,3 +152,24 @@ def test_a_persist_path_in_a_missing_folder_says_so(tmp_path: Path) -> None:
         SAG2Retriever.from_defaults(
             documents=[Document(text="x")], persist_path=tmp_path / "nope" / "i.sqlite"
         )
+
+
+def test_a_long_document_can_return_several_of_its_chunks() -> None:
+    manual = Document(
+        id_="manual",
+        text="\n\n".join(
+            f"Chapter {n} explains how the pump valve number {n} is serviced. " * 12
+            for n in range(12)
+        ),
+    )
+    question = "How is the pump valve serviced?"
+    with SAG2Retriever.from_defaults(
+        documents=[manual], judge=OverlapJudge(), similarity_top_k=3
+    ) as retriever:
+        assert len(retriever.retrieve(question)) == 1
+    with SAG2Retriever.from_defaults(
+        documents=[manual], judge=OverlapJudge(), similarity_top_k=3, units_per_document=3
+    ) as retriever:
+        results = retriever.retrieve(question)
+    assert len({r.node.node_id for r in results}) == 3
+    assert {r.node.source_node.node_id for r in results} == {"manual"}  # type: ignore[union-attr]

@@ -111,3 +111,17 @@ def test_added_passages_are_prepared_by_the_judge_unless_told_not_to(folder: Pat
         SAG2Retriever.from_documents(load(folder), judge=lazy, precompute_judge=False).close()
     assert sorted(c.title for c in judge.prepared) == ["Eiffel Tower", "gustave eiffel"]
     assert lazy.prepared == []
+
+
+def test_a_long_document_can_return_several_of_its_chunks() -> None:
+    manual = "\n\n".join(
+        f"Chapter {n} explains how the pump valve number {n} is serviced. " * 12 for n in range(12)
+    )
+    question = "How is the pump valve serviced?"
+    with SAG2Retriever.from_texts([manual], judge=OverlapJudge(), k=3) as retriever:
+        assert len(retriever.invoke(question)) == 1
+    with SAG2Retriever.from_texts(
+        [manual], judge=OverlapJudge(), k=3, units_per_document=3
+    ) as retriever:
+        results = retriever.invoke(question)
+    assert len({doc.metadata["start_index"] for doc in results}) == 3

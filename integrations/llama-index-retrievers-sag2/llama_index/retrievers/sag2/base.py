@@ -71,6 +71,9 @@ class SAG2Retriever(BaseRetriever):
         skip_empty: True skips blank nodes with one warning; False raises instead.
         precompute_judge: True lets the judge prepare passages at ingest (the local judge
             embeds them, with a progress bar), so the first question is not slow.
+        units_per_document: how many chunks of one indexed node may be returned (sets
+            ``SAG2Config.units_per_document``); None keeps the config's, by default 1 (the
+            paper's unique sources).
     """
 
     def __init__(
@@ -87,8 +90,11 @@ class SAG2Retriever(BaseRetriever):
         verbose: bool = False,
         skip_empty: bool = True,
         precompute_judge: bool = True,
+        units_per_document: int | None = None,
     ) -> None:
         """Wrap an open index; ``judge=None`` uses the offline local judge."""
+        if units_per_document is not None:
+            config = (config or SAG2Config()).with_changes(units_per_document=units_per_document)
         _check_top_k(similarity_top_k)
         to_core_filters(filters)
         self.similarity_top_k = similarity_top_k
@@ -133,6 +139,7 @@ class SAG2Retriever(BaseRetriever):
         verbose: bool = False,
         skip_empty: bool = True,
         precompute_judge: bool = True,
+        units_per_document: int | None = None,
     ) -> SAG2Retriever:
         """Index nodes, documents, an index's docstore or a docstore (at most one of them).
 
@@ -158,6 +165,7 @@ class SAG2Retriever(BaseRetriever):
                 verbose=verbose,
                 skip_empty=skip_empty,
                 precompute_judge=precompute_judge,
+                units_per_document=units_per_document,
             )
             retriever._write(batch)
         except BaseException:
