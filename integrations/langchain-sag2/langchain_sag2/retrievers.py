@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,7 +34,10 @@ from sag2_retrievers import (
     SQLiteIndex,
 )
 from sag2_retrievers.index import Filters
+from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
+
+logger = logging.getLogger(__name__)
 
 ROUND_EVENT = "sag2_round"
 RESULT_EVENT = "sag2_result"
@@ -311,7 +315,7 @@ class SAG2Retriever(BaseRetriever):
             for name, text, data in _reports(result, self._unit_sources(result)):
                 run_manager.on_text(text)
                 events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return [_langchain_document(hit) for hit in result.hits]
+        return _documents(result)
 
     async def _aget_relevant_documents(
         self,
@@ -330,7 +334,7 @@ class SAG2Retriever(BaseRetriever):
             for name, text, data in _reports(result, sources):
                 await run_manager.on_text(text)
                 await events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return [_langchain_document(hit) for hit in result.hits]
+        return _documents(result)
 
     def _unit_sources(self, result: RetrievalResult) -> dict[int, str]:
         """The source document id of every unit named in the trace."""
@@ -413,6 +417,14 @@ def _given_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list
             f"ids must be a sequence with one id per document ({len(documents)}), got {ids!r}"
         )
     return list(ids)
+
+
+def _documents(result: RetrievalResult) -> list[Document]:
+    """The retrieval's hits as LangChain documents, best first (why none, in a debug log)."""
+    reason = why_empty(result)
+    if reason is not None:
+        logger.debug("SAG2 returned no documents: %s", reason)
+    return [_langchain_document(hit) for hit in result.hits]
 
 
 def _langchain_document(hit: RetrievedUnit) -> Document:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,3 +174,16 @@ def test_a_long_document_can_return_several_of_its_chunks() -> None:
         results = retriever.retrieve(question)
     assert len({r.node.node_id for r in results}) == 3
     assert {r.node.source_node.node_id for r in results} == {"manual"}  # type: ignore[union-attr]
+
+
+def test_a_question_with_no_lexical_match_returns_nothing_and_says_why_in_a_debug_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        SAG2Retriever.from_defaults(
+            documents=[Document(text="Dijon mustard.")], judge=OverlapJudge()
+        ) as retriever,
+        caplog.at_level(logging.DEBUG, logger="llama_index.retrievers.sag2"),
+    ):
+        assert retriever.retrieve("zeppelin airship") == []
+    assert "shares a term with the question" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,3 +126,15 @@ def test_a_long_document_can_return_several_of_its_chunks() -> None:
     ) as retriever:
         results = retriever.invoke(question)
     assert len({doc.metadata["start_index"] for doc in results}) == 3
+
+
+async def test_a_question_with_no_lexical_match_returns_nothing_and_says_why_in_a_debug_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        SAG2Retriever.from_texts(["Dijon mustard."], judge=OverlapJudge()) as retriever,
+        caplog.at_level(logging.DEBUG, logger="langchain_sag2"),
+    ):
+        assert retriever.invoke("zeppelin airship") == []
+        assert await retriever.ainvoke("zeppelin airship") == []
+    assert caplog.text.count("shares a term with the question") == 2

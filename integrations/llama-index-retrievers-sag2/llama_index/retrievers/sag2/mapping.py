@@ -10,6 +10,7 @@ result is one unit, mapped back to the source document with absolute character o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,10 @@ from llama_index.core.schema import (
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
 from sag2_retrievers.markdown import HEADING_SEPARATOR
+from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, is_random_id, plan_ingest
+
+logger = logging.getLogger(__name__)
 
 RESERVED_KEY = "_sag2"
 SOURCE_FILTER_KEY = f"{RESERVED_KEY}.source"
@@ -138,7 +142,10 @@ def _source_offset(node: BaseNode, text: str) -> int | None:
 
 
 def to_nodes(result: RetrievalResult, title_key: str | None) -> list[NodeWithScore]:
-    """The retrieval's hits as scored LlamaIndex nodes, best first."""
+    """The retrieval's hits as scored LlamaIndex nodes, best first (why none, in a debug log)."""
+    reason = why_empty(result)
+    if reason is not None:
+        logger.debug("SAG2 returned no nodes: %s", reason)
     return [to_node_with_score(hit, result.degraded, title_key) for hit in result.hits]
 
 
