@@ -35,7 +35,7 @@ from .eval.runner import (
     read_budgets,
     read_report,
 )
-from .index import SQLiteIndex
+from .index import SQLiteIndex, remove_index_files
 from .judges.base import Judge
 from .judges.factory import JUDGE_NAMES, default_judge_name, make_judge
 from .results import RetrievalResult, RetrievedUnit
@@ -287,7 +287,7 @@ def run_index(args: argparse.Namespace) -> int:
             stats = index.stats()
     except BaseException:
         if not existed and _holds_no_documents(args.db):
-            _remove_index_files(args.db)
+            remove_index_files(args.db)
         raise
     print(
         f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
@@ -492,16 +492,9 @@ def _build_index(db: str, documents: Iterable[Document], args: argparse.Namespac
         with SQLiteIndex(db) as index, _progress(args, "indexing", "doc") as bar:
             add_in_batches(index, documents, on_batch=bar.update)
     except BaseException:
-        _remove_index_files(db)
+        remove_index_files(db)
         raise
     return time.perf_counter() - started
-
-
-def _remove_index_files(db: str) -> None:
-    """Delete an index file and its WAL companions."""
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(db + suffix)
 
 
 def _concurrency(args: argparse.Namespace) -> int:

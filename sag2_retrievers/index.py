@@ -527,6 +527,12 @@ class _Transaction:
             self.lock.release()
 
 
+def remove_index_files(path: str | os.PathLike[str]) -> None:
+    """Delete an index file and its WAL companions (after a failed first ingest, say)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{os.fspath(path)}{suffix}").unlink(missing_ok=True)
+
+
 def check_question(question: object) -> None:
     """Reject a question that is not a string or cannot be encoded as UTF-8."""
     if not isinstance(question, str):

@@ -33,7 +33,7 @@ from sag2_retrievers import (
     SAG2Error,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters
+from sag2_retrievers.index import Filters, remove_index_files
 from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
 
@@ -240,13 +240,19 @@ class SAG2Retriever(BaseRetriever):
         judge: Judge | None = None,
         **kwargs: Any,
     ) -> SAG2Retriever:
-        """Index LangChain documents (upserting by id) and return a retriever over them."""
+        """Index LangChain documents (upserting by id) and return a retriever over them.
+
+        When this call created the index file and the ingest fails, the file is removed.
+        """
         path = None if db_path is None else Path(db_path)
+        existed = path is not None and path.exists()
         retriever = cls(db_path=path, judge=judge, **kwargs)
         try:
             retriever.add_documents(documents, ids)
         except BaseException:
             retriever.close()
+            if path is not None and not existed:
+                remove_index_files(path)
             raise
         return retriever
 

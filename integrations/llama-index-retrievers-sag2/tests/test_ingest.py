@@ -187,3 +187,11 @@ def test_a_question_with_no_lexical_match_returns_nothing_and_says_why_in_a_debu
     ):
         assert retriever.retrieve("zeppelin airship") == []
     assert "shares a term with the question" in caplog.text
+
+
+def test_a_failed_first_ingest_leaves_no_index_file(tmp_path: Path) -> None:
+    clash = [Document(id_="same", text="one"), Document(id_="same", text="two")]
+    path = tmp_path / "new.sqlite"
+    with pytest.raises(InvalidInputError, match="twice"):
+        SAG2Retriever.from_defaults(documents=clash, persist_path=path, judge=OverlapJudge())
+    assert not path.exists()

@@ -138,3 +138,12 @@ async def test_a_question_with_no_lexical_match_returns_nothing_and_says_why_in_
         assert retriever.invoke("zeppelin airship") == []
         assert await retriever.ainvoke("zeppelin airship") == []
     assert caplog.text.count("shares a term with the question") == 2
+
+
+def test_a_failed_first_ingest_leaves_no_index_file(folder: Path, tmp_path: Path) -> None:
+    db = tmp_path / "new.sqlite"
+    with pytest.raises(InvalidInputError):
+        SAG2Retriever.from_documents(
+            load(folder), db_path=db, judge=OverlapJudge(), skip_empty=False
+        )
+    assert not db.exists()

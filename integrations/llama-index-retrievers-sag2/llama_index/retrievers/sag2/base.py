@@ -29,7 +29,7 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters
+from sag2_retrievers.index import Filters, remove_index_files
 from sag2_retrievers.sources import precompute_judge
 
 from .filters import to_core_filters
@@ -151,6 +151,7 @@ class SAG2Retriever(BaseRetriever):
         sources = _source_nodes(nodes, documents, index, docstore)
         batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
         path, scratch = _index_location(persist_path)
+        existed = path.exists()
         sqlite_index = SQLiteIndex(path, index_settings)
         try:
             retriever = cls(
@@ -170,6 +171,8 @@ class SAG2Retriever(BaseRetriever):
             retriever._write(batch)
         except BaseException:
             sqlite_index.close()
+            if not existed:
+                remove_index_files(path)  # a failed first ingest leaves no empty index
             raise
         retriever._scratch = scratch
         return retriever
