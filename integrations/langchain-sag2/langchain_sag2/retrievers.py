@@ -112,8 +112,8 @@ class SAG2Retriever(BaseRetriever):
             judge=OverlapJudge(),  # a deterministic test judge; omit for the local judge
             k=2,
         )
-        # Later, or in another process:
-        retriever = SAG2Retriever(db_path="eiffel.sqlite", judge=OverlapJudge())
+        # Later, or in another process (create=False: a mistyped path raises):
+        retriever = SAG2Retriever(db_path="eiffel.sqlite", judge=OverlapJudge(), create=False)
         ```
 
     Usage:
