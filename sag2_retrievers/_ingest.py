@@ -9,6 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
 from .documents import Document, chunk_spans
+from .markdown import find_headings, unit_heading
 from .text import analyze_body, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
@@ -18,11 +19,13 @@ TERM_SEPARATOR = "\t"
 
 @dataclass(frozen=True)
 class PreparedUnit:
-    """One unit ready to write: offsets, FTS token streams, and stored expansion units."""
+    """One unit ready to write: offsets, heading path, FTS token streams, expansion units."""
 
     char_start: int
     char_end: int
+    heading: str
     title_tokens: str
+    heading_tokens: str
     body_tokens: str
     expansion: str
 
@@ -53,9 +56,9 @@ def start_preparing(
     Large batches are split over the worker processes at once, so the caller can write the
     previous batch to SQLite while this one is analysed.
     """
-    # Workers get only titles and texts: metadata is already serialised and stays here.
-    texts = [(doc.title, doc.text) for doc in documents]
-    if executor is None or sum(len(text) for _, text in texts) < PARALLEL_MIN_CHARS:
+    # Workers get only titles, headings and texts: metadata is already serialised and stays.
+    texts = [(doc.title, doc.heading, doc.text) for doc in documents]
+    if executor is None or sum(len(text) for *_, text in texts) < PARALLEL_MIN_CHARS:
         return lambda: _prepare_many(texts, chunk_chars)
     size = max(1, -(-len(texts) // (4 * worker_count())))
     futures = [
@@ -73,10 +76,10 @@ def _merged(slices: list[PreparedBatch]) -> PreparedBatch:
     return PreparedBatch([item for part in slices for item in part.documents], body_df)
 
 
-def _prepare_many(texts: Sequence[tuple[str, str]], chunk_chars: int) -> PreparedBatch:
-    """Prepare a slice of (title, text) pairs and count its units' distinct body tokens
-    (runs in a worker process, so the writer only adds the counts up)."""
-    documents = [_prepare_one(title, text, chunk_chars) for title, text in texts]
+def _prepare_many(texts: Sequence[tuple[str, str, str]], chunk_chars: int) -> PreparedBatch:
+    """Prepare a slice of (title, heading, text) triples and count its units' distinct body
+    tokens (runs in a worker process, so the writer only adds the counts up)."""
+    documents = [_prepare_one(*triple, chunk_chars) for triple in texts]
     body_df: Counter[str] = Counter()
     for document in documents:
         for unit in document.units:
@@ -94,17 +97,27 @@ def new_executor() -> Executor:
     return ProcessPoolExecutor(max_workers=worker_count())
 
 
-def _prepare_one(title: str, text: str, chunk_chars: int) -> PreparedDocument:
-    """Chunk one document's text and analyse each unit."""
+def _prepare_one(title: str, heading: str, text: str, chunk_chars: int) -> PreparedDocument:
+    """Chunk one document's text and analyse each unit, giving it its markdown heading path."""
     title_tokens = " ".join(tokenize(title))
+    headings = find_headings(text)
     units = []
     for span in chunk_spans(text, chunk_chars):
         analysis = analyze_body(text[span.start : span.end])
         expansion = SENTENCE_SEPARATOR.join(
             TERM_SEPARATOR.join(sentence) for sentence in analysis.sentences
         )
+        path = unit_heading(heading, headings, span.start, span.end)
         units.append(
-            PreparedUnit(span.start, span.end, title_tokens, " ".join(analysis.tokens), expansion)
+            PreparedUnit(
+                span.start,
+                span.end,
+                path,
+                title_tokens,
+                " ".join(tokenize(path)),
+                " ".join(analysis.tokens),
+                expansion,
+            )
         )
     return PreparedDocument(tuple(units))
 

@@ -9,6 +9,8 @@ from .text import ANALYZER_VERSION, STOPWORDS
 SCHEMA_VERSION = "2"
 FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
+# How units get their heading field (markdown.py); files built before it have empty headings.
+HEADING_RULE = "markdown-atx-1"
 
 CREATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -102,6 +104,7 @@ class IndexSettings:
             stopwords=" ".join(sorted(STOPWORDS)),
             fts_tokenizer=FTS_TOKENIZER,
             bm25_weights=",".join(str(w) for w in BM25_WEIGHTS),
+            heading_rule=HEADING_RULE,
         )
         return rows
 

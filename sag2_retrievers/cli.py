@@ -21,7 +21,7 @@ from tqdm import tqdm
 from . import __version__
 from ._schema import IndexSettings
 from .config import SAG2Config
-from .corpus_io import DEFAULT_BATCH_SIZE, add_in_batches, read_corpus
+from .corpus_io import DEFAULT_BATCH_SIZE, add_in_batches, read_corpus, read_folder
 from .documents import Document
 from .engine import SAG2Engine
 from .errors import InvalidInputError, SAG2Error
@@ -35,7 +35,7 @@ from .eval.runner import (
     read_budgets,
     read_report,
 )
-from .index import SQLiteIndex
+from .index import SQLiteIndex, remove_index_files
 from .judges.base import Judge
 from .judges.factory import JUDGE_NAMES, default_judge_name, make_judge
 from .results import RetrievalResult, RetrievedUnit
@@ -45,6 +45,18 @@ TEXT_PREVIEW_CHARS = 200
 DEMO_DEFAULT_QUESTIONS = 12
 DEFAULT_CONCURRENCY = {"jev": 16, "local": 1, "openai": 4, "fake": 4}
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class HelpFormat(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help shows its default, except empty ones (None, False) that say nothing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+HELP_FORMAT = HelpFormat
 
 
 class UsageError(Exception):
@@ -69,9 +81,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except sqlite3.Error as error:
         return _fail(f"SQLite: {error}; check that --db names a SAG2 index file", EXIT_FAILURE)
     except OSError as error:
-        return _fail(str(error), EXIT_FAILURE)
+        return _fail(_file_problem(error), EXIT_FAILURE)
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
+
+
+def _file_problem(error: OSError) -> str:
+    """An OS error as a sentence naming the file, without Python's ``[Errno N]`` prefix."""
+    reason = (error.strerror or str(error)).lower()
+    if error.filename is None:
+        return reason
+    return f"cannot use {str(error.filename)!r}: {reason}"
 
 
 def _fail(message: str, code: int) -> int:
@@ -86,7 +106,9 @@ def _fail(message: str, code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(
-        prog=PROG, description="SAG2 multi-hop retrieval over one SQLite file."
+        prog=PROG,
+        description="SAG2 multi-hop retrieval over one SQLite file.",
+        formatter_class=HELP_FORMAT,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -112,9 +134,7 @@ def _judge_options() -> argparse.ArgumentParser:
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")
-    options.add_argument(
-        "--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds (default 2)"
-    )
+    options.add_argument("--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds")
     return options
 
 
@@ -124,17 +144,25 @@ Commands = Any  # argparse's subparsers action has no public type
 def _add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> None:
     """``sag2 index CORPUS --db PATH``."""
     command = commands.add_parser(
-        "index", parents=[quiet], help="add a corpus to an index file (upsert by document id)"
+        "index",
+        formatter_class=HELP_FORMAT,
+        parents=[quiet],
+        help="add a corpus to an index file (upsert by document id)",
     )
     command.add_argument(
-        "corpus", help="JSON list of {title, text}, title -> [sentences], or JSONL"
+        "corpus",
+        help="JSON list of {title, text}, title -> [sentences], JSONL, or a folder of "
+        ".txt/.md/.json/.jsonl files (searched recursively; a text file's id is its path)",
     )
     command.add_argument("--db", required=True, help="index file (created if absent)")
     command.add_argument(
         "--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, help="documents per commit"
     )
     command.add_argument(
-        "--chunk-chars", type=_positive_int, help="target unit size of a new index (default 2200)"
+        "--chunk-chars",
+        type=_positive_int,
+        help=f"target unit size of a new index (default: {IndexSettings().chunk_chars}; "
+        "an existing index keeps its own)",
     )
     command.set_defaults(handler=run_index)
 
@@ -144,11 +172,16 @@ def _add_query_command(
 ) -> None:
     """``sag2 query --db PATH QUESTION``."""
     command = commands.add_parser(
-        "query", parents=[quiet, judged], help="retrieve ranked evidence for one question"
+        "query",
+        formatter_class=HELP_FORMAT,
+        parents=[quiet, judged],
+        help="retrieve ranked evidence for one question",
     )
     command.add_argument("question")
     command.add_argument("--db", required=True, help="an index built by `sag2 index`")
-    command.add_argument("--top-k", type=_positive_int, default=10, help="source documents")
+    command.add_argument(
+        "--top-k", type=_positive_int, default=10, help="source documents to return"
+    )
     command.add_argument("--trace", action="store_true", help="show every round's seeds and terms")
     command.add_argument("--json", action="store_true", help="machine-readable output")
     command.set_defaults(handler=run_query)
@@ -159,7 +192,10 @@ def _add_eval_command(
 ) -> None:
     """``sag2 eval QUESTIONS --db PATH --method bm25|sag2``."""
     command = commands.add_parser(
-        "eval", parents=[quiet, judged], help="measure evidence recall on a question set"
+        "eval",
+        formatter_class=HELP_FORMAT,
+        parents=[quiet, judged],
+        help="measure evidence recall on a question set",
     )
     command.add_argument("questions", help="MuSiQue/HippoRAG or HotpotQA question file")
     command.add_argument(
@@ -187,7 +223,9 @@ def _add_eval_command(
 def _add_compare_command(commands: Commands) -> None:
     """``sag2 compare A.json B.json``."""
     command = commands.add_parser(
-        "compare", help="paired bootstrap comparison of two eval reports (B - A)"
+        "compare",
+        formatter_class=HELP_FORMAT,
+        help="paired bootstrap comparison of two eval reports (B - A)",
     )
     command.add_argument("a", metavar="A.json")
     command.add_argument("b", metavar="B.json")
@@ -200,13 +238,16 @@ def _add_demo_command(
 ) -> None:
     """``sag2 demo``."""
     command = commands.add_parser(
-        "demo", parents=[quiet, judged], help="multi-hop retrieval on a small bundled corpus"
+        "demo",
+        formatter_class=HELP_FORMAT,
+        parents=[quiet, judged],
+        help="multi-hop retrieval on a small bundled corpus",
     )
     command.add_argument(
         "--questions",
         type=_positive_int,
         default=DEMO_DEFAULT_QUESTIONS,
-        help=f"how many bundled questions to run (default {DEMO_DEFAULT_QUESTIONS})",
+        help="how many bundled questions to run",
     )
     command.add_argument("--db", help="keep the demo index here instead of a temporary file")
     command.set_defaults(handler=run_demo)
@@ -227,20 +268,52 @@ def _positive_int(text: str) -> int:
 
 
 def run_index(args: argparse.Namespace) -> int:
-    """Stream a corpus into the index in committed batches and print a one-line summary."""
-    documents = read_corpus(args.corpus)
-    settings = IndexSettings(chunk_chars=args.chunk_chars) if args.chunk_chars else None
+    """Stream a corpus file or folder into the index in committed batches; print a summary.
+
+    When the index file is new and nothing could be committed, it is removed again, so a
+    failed first ingest leaves no empty index behind.
+    """
+    corpus = Path(args.corpus)
+    documents = read_folder(corpus, _warn) if corpus.is_dir() else read_corpus(corpus)
+    existed = Path(args.db).exists()
     _make_parent(args.db)
     started = time.perf_counter()
-    with SQLiteIndex(args.db, settings) as index, _progress(args, "indexing", "doc") as bar:
-        report = add_in_batches(index, documents, batch_size=args.batch_size, on_batch=bar.update)
-        stats = index.stats()
+    try:
+        with SQLiteIndex(args.db, _requested_settings(args)) as index:
+            with _progress(args, "indexing", "doc") as bar:
+                report = add_in_batches(
+                    index, documents, batch_size=args.batch_size, on_batch=bar.update
+                )
+            stats = index.stats()
+    except BaseException:
+        if not existed and _holds_no_documents(args.db):
+            remove_index_files(args.db)
+        raise
     print(
         f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
         f"{args.db} holds {stats['documents']:,} documents, {stats['units']:,} units, "
         f"{_file_bytes(args.db):,} bytes"
     )
     return EXIT_OK
+
+
+def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:
+    """--chunk-chars as settings; None adopts an existing index's (or the defaults)."""
+    return IndexSettings(chunk_chars=args.chunk_chars) if args.chunk_chars else None
+
+
+def _holds_no_documents(db: str) -> bool:
+    """Whether the index file is absent, unreadable as an index, or empty."""
+    try:
+        with SQLiteIndex(db, create=False) as index:
+            return index.document_count() == 0
+    except (SAG2Error, sqlite3.Error):
+        return True
+
+
+def _warn(message: str) -> None:
+    """A warning on stderr, worded like the errors."""
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
 
 
 # -- sag2 query --------------------------------------------------------------------------------
@@ -419,16 +492,9 @@ def _build_index(db: str, documents: Iterable[Document], args: argparse.Namespac
         with SQLiteIndex(db) as index, _progress(args, "indexing", "doc") as bar:
             add_in_batches(index, documents, on_batch=bar.update)
     except BaseException:
-        _remove_index_files(db)
+        remove_index_files(db)
         raise
     return time.perf_counter() - started
-
-
-def _remove_index_files(db: str) -> None:
-    """Delete an index file and its WAL companions."""
-    for suffix in ("", "-wal", "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(db + suffix)
 
 
 def _concurrency(args: argparse.Namespace) -> int:
@@ -590,7 +656,7 @@ def _existing_index(db: str) -> Iterator[SQLiteIndex]:
         raise InvalidInputError(
             f"index file {db!r} does not exist; build it with `sag2 index CORPUS --db {db}`"
         )
-    with SQLiteIndex(db) as index:
+    with SQLiteIndex(db, create=False) as index:
         yield index
 
 

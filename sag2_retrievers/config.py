@@ -33,6 +33,9 @@ class SAG2Config:
     keep: int = 100  # units kept in the final ranking
     diversity_top: int = 10  # units reordered by the greedy DPP
     fusion_k: int = 60  # fusion score 1/(k + rank) breaks ties between equal judge scores
+    # Units of one source document allowed in the returned top_k; the paper returns unique
+    # sources (1). More lets a long document contribute several of its chunks.
+    units_per_document: int = 1
     shared_context: bool = True
     one_shot_budget: int | None = None
     instruction: str = DEFAULT_INSTRUCTION
@@ -50,6 +53,7 @@ class SAG2Config:
             "final_pool_size",
             "keep",
             "fusion_k",
+            "units_per_document",
         )
         for name in positive:
             if getattr(self, name) < 1:

@@ -13,8 +13,11 @@ from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
 from .index import SQLiteIndex
+from .sources import document_title
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
+TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
+CORPUS_SUFFIXES = frozenset({".json"}) | JSONL_SUFFIXES
 DEFAULT_BATCH_SIZE = 2_000
 
 
@@ -41,6 +44,37 @@ def read_corpus(path: str | os.PathLike[str]) -> Iterator[Document]:
     if corpus.suffix.lower() in JSONL_SUFFIXES or _looks_like_jsonl(corpus):
         return _read_jsonl(corpus)
     return _read_json(corpus)
+
+
+def read_folder(folder: Path, warn: Callable[[str], None]) -> Iterator[Document]:
+    """Yield the documents of every .txt/.md/.json/.jsonl file under ``folder``, in path order.
+
+    Corpus files (.json, .jsonl) are read as `read_corpus` reads them. Each text file is one
+    document by the rules the framework adapters follow (sources.py): its id is its path,
+    its title its markdown H1 or else its file name; blank files are skipped, each with a
+    warning. Other files are ignored.
+    """
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and not _hidden(p, folder))
+    if not any(p.suffix.lower() in TEXT_SUFFIXES | CORPUS_SUFFIXES for p in files):
+        raise InvalidInputError(
+            f"folder {str(folder)!r} holds no .txt, .md, .json or .jsonl file to index"
+        )
+    for path in files:
+        suffix = path.suffix.lower()
+        if suffix in CORPUS_SUFFIXES:
+            yield from read_corpus(path)
+        elif suffix in TEXT_SUFFIXES:
+            text = _decoded(path.read_bytes(), path, None)
+            if not text.strip():
+                warn(f"skipped {str(path)!r}: the file has no text")
+                continue
+            metadata = {"file_path": str(path), "file_name": path.name}
+            yield Document(str(path), text, document_title(text, metadata, None), metadata)
+
+
+def _hidden(path: Path, folder: Path) -> bool:
+    """Whether a file lies in a hidden folder or is hidden itself (.git, .DS_Store...)."""
+    return any(part.startswith(".") for part in path.relative_to(folder).parts)
 
 
 def document_from_record(record: Any, where: str) -> Document:

@@ -25,6 +25,8 @@ _VISIBLE = re.compile(r"\S")
 class Document:
     """A source document: a stable id, its text, an optional title and JSON-able metadata.
 
+    ``heading`` is a heading path that applies to the whole text (e.g. the section a framework's
+    markdown parser cut it from); the markdown headings inside the text add to it per unit.
     Metadata is validated and serialised once, at construction (``metadata_json``): that is
     what the index stores, so changing the mapping afterwards has no effect on it.
     """
@@ -33,6 +35,7 @@ class Document:
     text: str
     title: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    heading: str = ""
     metadata_json: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -40,7 +43,7 @@ class Document:
         if not isinstance(self.id, str) or not self.id.strip():
             raise InvalidInputError(f"document id must be a non-empty string, got {self.id!r}")
         _require_encodable(self.id, "id", self.id)
-        for name in ("text", "title"):
+        for name in ("text", "title", "heading"):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise InvalidInputError(
@@ -56,11 +59,13 @@ class Document:
                 f"document {self.id!r}: text has {len(self.text):,} characters, "
                 f"more than the limit of {MAX_TEXT_CHARS:,}; split it first"
             )
-        if len(self.title) > MAX_TITLE_CHARS:
-            raise InvalidInputError(
-                f"document {self.id!r}: title has {len(self.title):,} characters, more than the "
-                f"limit of {MAX_TITLE_CHARS:,}; put long text in the body"
-            )
+        for name in ("title", "heading"):
+            length = len(getattr(self, name))
+            if length > MAX_TITLE_CHARS:
+                raise InvalidInputError(
+                    f"document {self.id!r}: {name} has {length:,} characters, more than the "
+                    f"limit of {MAX_TITLE_CHARS:,}; put long text in the body"
+                )
         object.__setattr__(self, "metadata_json", _metadata_json(self.id, self.metadata))
 
 

@@ -8,6 +8,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -329,7 +330,8 @@ class SAG2Engine:
     def _finish(
         self, state: _Retrieval, top_k: int, usage: UsageSnapshot, degraded: bool
     ) -> RetrievalResult:
-        """Keep the top units, diversify the first ones, and map units to unique documents."""
+        """Keep the top units, diversify the first ones, and keep at most
+        ``units_per_document`` units of each source document (1: unique sources)."""
         if degraded or not state.ranking:
             ranked = [(u, s) for u, s in state.lexical][: self.config.keep]
         else:
@@ -343,7 +345,7 @@ class SAG2Engine:
             for rank, (u, score) in enumerate(ranked, start=1)
             if u in units
         ]
-        hits = _unique_sources(ordered)[:top_k]
+        hits = _per_source(ordered, self.config.units_per_document)[:top_k]
         metadata = self.index.metadata(hit.doc_id for hit in hits)
         hits = [replace(hit, metadata=metadata.get(hit.doc_id, {})) for hit in hits]
         return RetrievalResult(
@@ -445,12 +447,12 @@ def _retrieved(unit: Unit, score: float, round_found: int, rank: int) -> Retriev
     )
 
 
-def _unique_sources(ordered: Sequence[RetrievedUnit]) -> list[RetrievedUnit]:
-    """The first unit of each source document, in order."""
-    seen: set[str] = set()
-    unique = []
+def _per_source(ordered: Sequence[RetrievedUnit], limit: int) -> list[RetrievedUnit]:
+    """The first ``limit`` units of each source document, in order."""
+    taken: Counter[str] = Counter()
+    kept = []
     for hit in ordered:
-        if hit.doc_id not in seen:
-            seen.add(hit.doc_id)
-            unique.append(hit)
-    return unique
+        if taken[hit.doc_id] < limit:
+            taken[hit.doc_id] += 1
+            kept.append(hit)
+    return kept

@@ -66,13 +66,25 @@ class SQLiteIndex:
     thread); writes are serialised and each call is one transaction.
     """
 
-    def __init__(self, path: str | os.PathLike[str], settings: IndexSettings | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        settings: IndexSettings | None = None,
+        *,
+        create: bool = True,
+    ):
+        """Open the index file at ``path``; ``create=False`` refuses to make a new one.
+
+        A missing folder is an error either way (an index is never created somewhere the
+        caller did not mean), as is a missing file when ``create`` is False.
+        """
         if str(path) in ("", ":memory:") or str(path).startswith("file:"):
             raise InvalidInputError(
                 f"SQLiteIndex needs a file path, got {str(path)!r}: an in-memory database "
                 "would be private to each thread; use a temporary file instead"
             )
         self.path = Path(path)
+        _check_location(self.path, create)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._registry_lock = threading.Lock()
@@ -81,7 +93,11 @@ class SQLiteIndex:
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
         _probe_fts5()
-        self.settings = self._open(settings)
+        try:
+            self.settings = self._open(settings, create)
+        except BaseException:
+            self.close()
+            raise
 
     def __repr__(self) -> str:
         return f"SQLiteIndex({str(self.path)!r}, settings={self.settings!r})"
@@ -122,7 +138,7 @@ class SQLiteIndex:
                 connection.close()
         self._connections = alive
 
-    def _open(self, requested: IndexSettings | None) -> IndexSettings:
+    def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
         """Create the schema or check the stored settings against the requested ones."""
         try:
             connection = self._connection()
@@ -134,6 +150,11 @@ class SQLiteIndex:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 stored = _read_meta(self.path, connection)
+                if not stored and not create:
+                    raise IndexUnavailableError(
+                        f"{str(self.path)!r} holds no SAG2 index; build it first "
+                        "(open it with create=True, or run `sag2 index`)"
+                    )
                 settings = _reconcile_settings(self.path, stored, requested)
                 if not stored:
                     for statement in sql.CREATE_TABLES:
@@ -351,6 +372,13 @@ class SQLiteIndex:
         """The units with the given ids, keyed by id (missing ids are absent)."""
         return self._unit_rows(_id_collection(unit_ids, "unit_ids"))
 
+    def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
+        """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
+        ids = json.dumps(list(_id_collection(doc_ids, "doc_ids")))
+        with self.snapshot():
+            rows = self._connection().execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids,)).fetchall()
+            return self._unit_rows(row[0] for row in rows)
+
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
         rows = self._connection().execute(sql.EXPANSION_SQL, (json.dumps(list(unit_ids)),))
@@ -499,6 +527,12 @@ class _Transaction:
             self.lock.release()
 
 
+def remove_index_files(path: str | os.PathLike[str]) -> None:
+    """Delete an index file and its WAL companions (after a failed first ingest, say)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{os.fspath(path)}{suffix}").unlink(missing_ok=True)
+
+
 def check_question(question: object) -> None:
     """Reject a question that is not a string or cannot be encoded as UTF-8."""
     if not isinstance(question, str):
@@ -523,6 +557,24 @@ def _probe_fts5() -> None:
             f"this Python's SQLite {sqlite3.sqlite_version} has no FTS5 ({error}); "
             "install a Python built with FTS5 (the official python.org builds have it)"
         ) from error
+
+
+def _check_location(path: Path, create: bool) -> None:
+    """Refuse a path whose folder is missing, or a missing file the caller needs to exist."""
+    if path.is_file():
+        return
+    if not create:
+        raise IndexUnavailableError(
+            f"no index file at {str(path)!r}; check the path, or build the index first "
+            "(open it with create=True, or run `sag2 index`)"
+        )
+    folder = path.parent
+    if not folder.is_dir():
+        problem = "is not a folder" if folder.exists() else "does not exist"
+        raise IndexUnavailableError(
+            f"cannot create the index file {str(path)!r}: the folder {str(folder)!r} "
+            f"{problem}; create it first or choose another path"
+        )
 
 
 def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
@@ -598,10 +650,12 @@ def _insert_document(
     )
     for unit in item.units:
         cursor = connection.execute(
-            sql.INSERT_UNIT_SQL, (document.id, "", unit.char_start, unit.char_end, unit.expansion)
+            sql.INSERT_UNIT_SQL,
+            (document.id, unit.heading, unit.char_start, unit.char_end, unit.expansion),
         )
         connection.execute(
-            sql.INSERT_FTS_SQL, (cursor.lastrowid, unit.title_tokens, "", unit.body_tokens)
+            sql.INSERT_FTS_SQL,
+            (cursor.lastrowid, unit.title_tokens, unit.heading_tokens, unit.body_tokens),
         )
     return len(item.units)
 

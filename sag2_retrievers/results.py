@@ -49,7 +49,8 @@ class RoundTrace:
 class RetrievalResult:
     """A retrieval's answer: unique source documents (``hits``) and the unit ranking behind them.
 
-    ``hits`` holds at most ``top_k`` results, one per source document (its best unit).
+    ``hits`` holds at most ``top_k`` results, at most ``units_per_document`` per source
+    document (by default one: its best unit).
     ``units`` is the full final unit ranking (up to ``keep``), before source de-duplication.
     ``degraded`` is True when the judge failed and lexical order was returned instead.
     """
@@ -66,3 +67,23 @@ class RetrievalResult:
     def judgments(self) -> int:
         """Judgments spent on this question across all rounds."""
         return sum(round_.judgments for round_ in self.trace)
+
+
+# Why a retrieval can come back empty, in words for a user's debug log (README "Limits").
+_EMPTY_REASONS = {
+    "no query expression": "the question has no searchable term (only stopwords, "
+    "punctuation or nothing)",
+    "no lexical match": "no indexed passage shares a term with the question; SAG2 starts "
+    "from BM25 matches, so a question worded unlike the corpus (synonyms, another language) "
+    "finds nothing",
+    "top_k is 0": "top_k is 0",
+}
+
+
+def why_empty(result: RetrievalResult) -> str | None:
+    """Why the retrieval returned no hits, in words; None when it returned some."""
+    if result.hits:
+        return None
+    return _EMPTY_REASONS.get(
+        result.stop_reason, f"no passage survived ({result.stop_reason}); check the filters"
+    )

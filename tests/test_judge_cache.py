@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -235,3 +236,13 @@ async def test_aclose_closes_the_cache_and_the_inner_judge(cache_path: Path) -> 
 async def test_unwritable_cache_path_raises_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(JudgeError, match="could not open the judgment cache"):
         CachedJudge(RecordingJudge(), tmp_path / "missing-dir" / "cache.sqlite")
+
+
+def test_precompute_is_handed_to_the_inner_judge(cache_path: Path) -> None:
+    class Preparing(RecordingJudge):
+        def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+            return len(candidates) * (2 if progress else 1)
+
+    judge = CachedJudge(Preparing(), cache_path)
+    assert judge.precompute(candidates("a", "b"), progress=True) == 4
+    assert CachedJudge(RecordingJudge(), cache_path).precompute(candidates("a")) == 0

@@ -149,6 +149,19 @@ async def test_precomputed_passages_are_not_encoded_again_when_judged(
     assert encoder.texts_encoded - encoded_before == 1  # only the question
 
 
+async def test_precompute_reports_the_passages_it_prepared_and_fills_the_file_cache(
+    encoder: MiniLMEncoder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    judge = LocalJudge(encoder=encoder, cache_path=tmp_path / "cache.db")
+    assert judge.precompute([RELEVANT, UNRELATED], progress=True) == 2
+    judge.close()
+    fresh = LocalJudge(encoder=encoder, cache_path=tmp_path / "cache.db")
+    encoded_before = encoder.texts_encoded
+    await fresh.score(JudgeRequest(QUESTION, (RELEVANT, UNRELATED)))
+    assert encoder.texts_encoded - encoded_before == 1  # only the question
+    assert "embedding passages" not in capsys.readouterr().err  # no bar off a terminal
+
+
 async def test_context_variant_changes_scores_when_context_is_given(
     encoder: MiniLMEncoder,
 ) -> None:

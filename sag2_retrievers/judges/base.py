@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -175,6 +175,11 @@ class Judge(abc.ABC):
         validate_scores(scores, len(request.candidates), self.identity)
         self.usage.add(judgments=len(scores))
         return [float(s) for s in scores]
+
+    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+        """Prepare passage-side work (e.g. embeddings) ahead of questions; returns how many
+        passages were prepared."""
+        return 0
 
     async def aclose(self) -> None:  # noqa: B027 - an optional hook; most judges hold nothing
         """Release network clients or models; the default judge holds nothing."""

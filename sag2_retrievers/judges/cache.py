@@ -109,6 +109,10 @@ class CachedJudge(Judge):
             stored.update(await self._judge_misses(request, misses))
         return [stored[key] for key in keys]
 
+    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+        """Let the inner judge prepare the passages (judgments themselves cannot be)."""
+        return self._inner.precompute(candidates, progress=progress)
+
     def total_paid(self) -> UsageSnapshot:
         """Judgments stored for this judge and the HTTP calls, tokens and cost they took."""
         with self._lock:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
 import numpy as np
+from tqdm import tqdm
 
 from ..errors import InvalidInputError
 from ._embeddings import (
@@ -27,6 +28,7 @@ from ._embeddings import (
 from .base import Candidate, Judge, JudgeRequest
 
 Variant = Literal["question", "question+context"]
+PRECOMPUTE_BATCH = 256  # passages per cache round trip when embedding ahead of questions
 
 
 @dataclass(frozen=True)
@@ -119,15 +121,24 @@ class LocalJudge(Judge):
         similarities: Vectors = passages @ question
         return similarities
 
-    def precompute(self, passages: Iterable[Candidate], batch_size: int = 256) -> None:
-        """Embed passages ahead of queries (e.g. after an ingest), so retrieval finds them cached.
+    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+        """Embed passages into the cache ahead of questions (e.g. after an ingest); returns
+        how many passages were prepared.
 
         Without it each passage is encoded the first time it is judged, which makes the first
         questions over a new corpus slow (the model encodes a few dozen passages a second).
+        ``progress`` shows a bar on stderr when it is a terminal.
         """
-        texts = [passage_text(p.title, p.text) for p in passages]
-        for start in range(0, len(texts), batch_size):
-            self._embedder.embed(texts[start : start + batch_size])
+        texts = [passage_text(c.title, c.text) for c in candidates]
+        # disable=None lets tqdm hide the bar when stderr is not a terminal.
+        hidden = True if not progress else None
+        bar = tqdm(total=len(texts), desc="embedding passages", unit="passage", disable=hidden)
+        with bar:
+            for start in range(0, len(texts), PRECOMPUTE_BATCH):
+                batch = texts[start : start + PRECOMPUTE_BATCH]
+                self._embedder.embed(batch)
+                bar.update(len(batch))
+        return len(texts)
 
     def close(self) -> None:
         """Close the embedding cache's SQLite connection."""

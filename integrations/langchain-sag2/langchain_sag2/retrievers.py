@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,7 +33,11 @@ from sag2_retrievers import (
     SAG2Error,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters
+from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.results import why_empty
+from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
+
+logger = logging.getLogger(__name__)
 
 ROUND_EVENT = "sag2_round"
 RESULT_EVENT = "sag2_result"
@@ -70,14 +73,29 @@ class SAG2Retriever(BaseRetriever):
         config: SAG2Config
             Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
         db_path: str | Path | None
-            The SQLite index file, created if missing and reopened if present. ``None``
-            makes a temporary file, deleted by ``close()`` or when the retriever is
-            garbage-collected.
+            The SQLite index file, created if missing (its folder must exist) and reopened
+            if present. ``None`` makes a temporary file, deleted by ``close()`` or when the
+            retriever is garbage-collected.
+        create: bool
+            ``False`` opens ``db_path`` only if it already holds an index, so a mistyped
+            path raises ``IndexUnavailableError`` instead of creating an empty index.
         index_settings: IndexSettings | None
             Settings for a new file (chunk size); ``None`` adopts an existing file's.
         title_key: str | None
             Metadata key whose string value becomes the document title (default
-            ``"title"``); titles are searched and shown to the judge.
+            ``"title"``); without one, a markdown ``# H1`` of the text, else the file name
+            in ``source``. Titles are searched and shown to the judge.
+        skip_empty: bool
+            Blank documents are skipped with one warning naming them (default); ``False``
+            raises instead.
+        precompute_judge: bool
+            Let the judge prepare passages as they are added (the local judge embeds them,
+            with a progress bar), so the first question is not slow (default ``True``).
+        units_per_document: int | None
+            How many chunks of one source document may be among the ``k`` results (sets
+            ``config.units_per_document``); ``None`` keeps the config's, by default 1 (the
+            paper's unique sources). Chunks of one document share its ``id``; their
+            ``start_index`` tells them apart.
 
     Instantiate:
         ```python
@@ -94,8 +112,8 @@ class SAG2Retriever(BaseRetriever):
             judge=OverlapJudge(),  # a deterministic test judge; omit for the local judge
             k=2,
         )
-        # Later, or in another process:
-        retriever = SAG2Retriever(db_path="eiffel.sqlite", judge=OverlapJudge())
+        # Later, or in another process (create=False: a mistyped path raises):
+        retriever = SAG2Retriever(db_path="eiffel.sqlite", judge=OverlapJudge(), create=False)
         ```
 
     Usage:
@@ -150,6 +168,14 @@ class SAG2Retriever(BaseRetriever):
     """Metadata key whose string value is stored as the document's title."""
     allow_remote_judges: bool | None = None
     """Refuse judges that send text off the machine when False (None: environment decides)."""
+    create: bool = True
+    """False: ``db_path`` must already hold an index (a typo raises instead of creating one)."""
+    skip_empty: bool = True
+    """Skip blank documents with one warning (True) or raise (False)."""
+    precompute_judge: bool = True
+    """Let the judge prepare the passages of added documents (local judge: embeddings)."""
+    units_per_document: int | None = Field(default=None, ge=1)
+    """Chunks of one source document allowed among the results (None: the config's, 1)."""
 
     _index: SQLiteIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
@@ -159,12 +185,14 @@ class SAG2Retriever(BaseRetriever):
     def model_post_init(self, context: Any, /) -> None:
         """Open or create the index file, build the default judge if needed, start the engine."""
         super().model_post_init(context)
+        if self.units_per_document is not None:
+            self.config = self.config.with_changes(units_per_document=self.units_per_document)
         if self.db_path is None:
             self._scratch = tempfile.TemporaryDirectory(
                 prefix="sag2-langchain-", ignore_cleanup_errors=True
             )
             self.db_path = Path(self._scratch.name) / "index.sqlite"
-        self._index = SQLiteIndex(self.db_path, self.index_settings)
+        self._index = SQLiteIndex(self.db_path, self.index_settings, create=self.create)
         try:
             if self.judge is None:
                 self.judge = _local_judge(self.db_path)
@@ -212,13 +240,19 @@ class SAG2Retriever(BaseRetriever):
         judge: Judge | None = None,
         **kwargs: Any,
     ) -> SAG2Retriever:
-        """Index LangChain documents (upserting by id) and return a retriever over them."""
+        """Index LangChain documents (upserting by id) and return a retriever over them.
+
+        When this call created the index file and the ingest fails, the file is removed.
+        """
         path = None if db_path is None else Path(db_path)
+        existed = path is not None and path.exists()
         retriever = cls(db_path=path, judge=judge, **kwargs)
         try:
             retriever.add_documents(documents, ids)
         except BaseException:
             retriever.close()
+            if path is not None and not existed:
+                remove_index_files(path)
             raise
         return retriever
 
@@ -233,19 +267,28 @@ class SAG2Retriever(BaseRetriever):
     def add_documents(
         self, documents: Iterable[Document], ids: Sequence[str] | None = None
     ) -> list[str]:
-        """Insert or replace documents by id in one transaction; returns their ids in order.
+        """Insert or replace documents by id in one transaction; returns the stored ids.
 
-        The id is ``ids[i]`` if given, else ``document.id``, else a hash of the text and
-        metadata, so re-adding identical content changes nothing.
+        The id is ``ids[i]`` if given, else ``document.id``, else the file path in
+        ``metadata["source"]`` (``<path>_part_<i>`` when one file gave several documents),
+        else a hash of the text and metadata, so re-adding the same files changes nothing.
+        Blank documents are skipped with one warning and exact repeats stored once; neither
+        adds an id to the result.
         """
         self._require_open()
         batch = list(documents)
-        doc_ids = _document_ids(batch, ids)
+        given = _given_ids(batch, ids)
         records = [
-            self._source_document(doc_id, document)
-            for doc_id, document in zip(doc_ids, batch, strict=True)
+            SourceRecord(doc_id, document.page_content, document.metadata)
+            for doc_id, document in zip(given, batch, strict=True)
         ]
-        self._index.add_documents(_without_repeats(records))
+        planned = plan_ingest(records, skip_empty=self.skip_empty)
+        self._index.add_documents(
+            [self._source_document(doc_id, batch[position]) for position, doc_id in planned]
+        )
+        doc_ids = [doc_id for _, doc_id in planned]
+        if self.precompute_judge and doc_ids and self.judge is not None:
+            precompute_judge(self._index, self.judge, doc_ids)
         return doc_ids
 
     def delete(self, ids: Iterable[str]) -> int:
@@ -257,13 +300,8 @@ class SAG2Retriever(BaseRetriever):
     def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
         """The core record of a LangChain document: text, title from metadata, metadata."""
         metadata = dict(document.metadata)
-        title = metadata.get(self.title_key) if self.title_key else None
-        return SourceDocument(
-            doc_id,
-            document.page_content,
-            title if isinstance(title, str) else "",
-            metadata,
-        )
+        title = document_title(document.page_content, metadata, self.title_key)
+        return SourceDocument(doc_id, document.page_content, title, metadata)
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -283,7 +321,7 @@ class SAG2Retriever(BaseRetriever):
             for name, text, data in _reports(result, self._unit_sources(result)):
                 run_manager.on_text(text)
                 events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return [_langchain_document(hit) for hit in result.hits]
+        return _documents(result)
 
     async def _aget_relevant_documents(
         self,
@@ -302,7 +340,7 @@ class SAG2Retriever(BaseRetriever):
             for name, text, data in _reports(result, sources):
                 await run_manager.on_text(text)
                 await events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return [_langchain_document(hit) for hit in result.hits]
+        return _documents(result)
 
     def _unit_sources(self, result: RetrievalResult) -> dict[int, str]:
         """The source document id of every unit named in the trace."""
@@ -376,10 +414,10 @@ def _local_judge(db_path: Path) -> Judge:
     return judge
 
 
-def _document_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str]:
-    """Explicit ids, else each document's own id, else a hash of its content."""
+def _given_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str | None]:
+    """Explicit ids, else each document's own id (None: derived by the shared ingest rules)."""
     if ids is None:
-        return [document.id or _content_id(document) for document in documents]
+        return [document.id or None for document in documents]
     if isinstance(ids, str) or len(ids) != len(documents):
         raise InvalidInputError(
             f"ids must be a sequence with one id per document ({len(documents)}), got {ids!r}"
@@ -387,27 +425,12 @@ def _document_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> l
     return list(ids)
 
 
-def _content_id(document: Document) -> str:
-    """A stable id for a document without one: SHA-256 of its text and metadata."""
-    content = json.dumps(
-        [document.page_content, document.metadata],
-        sort_keys=True,
-        ensure_ascii=False,
-        default=repr,
-    )
-    return hashlib.sha256(content.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-
-def _without_repeats(records: Sequence[SourceDocument]) -> list[SourceDocument]:
-    """Drop exact repeats (same id and content); a conflicting repeat reaches the index's check."""
-    first: dict[str, SourceDocument] = {}
-    batch = []
-    for record in records:
-        if first.get(record.id) == record:
-            continue
-        first.setdefault(record.id, record)
-        batch.append(record)
-    return batch
+def _documents(result: RetrievalResult) -> list[Document]:
+    """The retrieval's hits as LangChain documents, best first (why none, in a debug log)."""
+    reason = why_empty(result)
+    if reason is not None:
+        logger.debug("SAG2 returned no documents: %s", reason)
+    return [_langchain_document(hit) for hit in result.hits]
 
 
 def _langchain_document(hit: RetrievedUnit) -> Document:

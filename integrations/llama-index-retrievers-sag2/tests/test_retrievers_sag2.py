@@ -36,6 +36,7 @@ from sag2_retrievers import (
 )
 from sag2_retrievers import (
     IndexSettings,
+    IndexUnavailableError,
     InvalidInputError,
     JudgeError,
     SAG2Config,
@@ -516,8 +517,9 @@ def test_from_persist_path_opens_an_index_built_by_the_core(tmp_path: Path) -> N
 
 def test_from_persist_path_refuses_a_missing_file(tmp_path: Path) -> None:
     """A mistyped path is an error, not a new empty index."""
-    with pytest.raises(InvalidInputError, match="no index file"):
+    with pytest.raises(IndexUnavailableError, match="no index file"):
         SAG2Retriever.from_persist_path(tmp_path / "missing.sqlite", judge=OverlapJudge())
+    assert not (tmp_path / "missing.sqlite").exists()
 
 
 def test_from_defaults_with_persist_path_adds_to_an_existing_file(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBund
 from llama_index.core.storage.docstore.types import BaseDocumentStore
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import (
     IndexSettings,
     InvalidInputError,
@@ -28,10 +29,11 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters
+from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.sources import precompute_judge
 
 from .filters import to_core_filters
-from .mapping import SOURCE_FILTER_KEY, to_core_document, to_nodes
+from .mapping import SOURCE_FILTER_KEY, to_core_documents, to_nodes
 from .storage import INDEX_FILE, RetrieverSettings, copy_index, read_settings, write_settings
 
 DEFAULT_TOP_K = 10
@@ -63,8 +65,15 @@ class SAG2Retriever(BaseRetriever):
         similarity_top_k: results per query (0 returns nothing and spends no judgment).
         filters: EQ/IN metadata filters, AND-ed, applied inside SQLite to every query; a
             `SAG2QueryBundle` adds filters for one query.
-        title_key: the metadata key whose string value is indexed as the node's title.
+        title_key: the metadata key whose string value is indexed as the node's title;
+            without one, a markdown ``# H1`` of the text, else the file name, is the title.
         allow_remote_judges: False refuses judges that send text off the machine.
+        skip_empty: True skips blank nodes with one warning; False raises instead.
+        precompute_judge: True lets the judge prepare passages at ingest (the local judge
+            embeds them, with a progress bar), so the first question is not slow.
+        units_per_document: how many chunks of one indexed node may be returned (sets
+            ``SAG2Config.units_per_document``); None keeps the config's, by default 1 (the
+            paper's unique sources).
     """
 
     def __init__(
@@ -79,13 +88,20 @@ class SAG2Retriever(BaseRetriever):
         allow_remote_judges: bool | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        skip_empty: bool = True,
+        precompute_judge: bool = True,
+        units_per_document: int | None = None,
     ) -> None:
         """Wrap an open index; ``judge=None`` uses the offline local judge."""
+        if units_per_document is not None:
+            config = (config or SAG2Config()).with_changes(units_per_document=units_per_document)
         _check_top_k(similarity_top_k)
         to_core_filters(filters)
         self.similarity_top_k = similarity_top_k
         self.filters = filters
         self.title_key = title_key
+        self.skip_empty = skip_empty
+        self.precompute_judge = precompute_judge
         self._engine = SAG2Engine(
             sqlite_index,
             judge if judge is not None else _local_judge(sqlite_index.path),
@@ -121,16 +137,21 @@ class SAG2Retriever(BaseRetriever):
         allow_remote_judges: bool | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        skip_empty: bool = True,
+        precompute_judge: bool = True,
+        units_per_document: int | None = None,
     ) -> SAG2Retriever:
         """Index nodes, documents, an index's docstore or a docstore (at most one of them).
 
-        With ``persist_path`` the SQLite file is created there, or opened and added to if it
-        exists. Without it, the index lives in a temporary file removed with the retriever;
-        keep it with `persist`.
+        With ``persist_path`` the SQLite file is created there (its folder must exist), or
+        opened and added to if it exists. Without it, the index lives in a temporary file
+        removed with the retriever; keep it with `persist`. Running the same ingest again
+        upserts: random node ids are replaced by stable ones (see `add_nodes`).
         """
         sources = _source_nodes(nodes, documents, index, docstore)
-        batch = [to_core_document(node, title_key) for node in sources]
+        batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
         path, scratch = _index_location(persist_path)
+        existed = path.exists()
         sqlite_index = SQLiteIndex(path, index_settings)
         try:
             retriever = cls(
@@ -143,10 +164,15 @@ class SAG2Retriever(BaseRetriever):
                 allow_remote_judges=allow_remote_judges,
                 callback_manager=callback_manager,
                 verbose=verbose,
+                skip_empty=skip_empty,
+                precompute_judge=precompute_judge,
+                units_per_document=units_per_document,
             )
-            sqlite_index.add_documents(batch)
+            retriever._write(batch)
         except BaseException:
             sqlite_index.close()
+            if not existed:
+                remove_index_files(path)  # a failed first ingest leaves no empty index
             raise
         retriever._scratch = scratch
         return retriever
@@ -165,15 +191,12 @@ class SAG2Retriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> SAG2Retriever:
-        """Open an existing index file (one built by `sag2 index`, say), keeping its settings."""
-        path = Path(persist_path)
-        if not path.is_file():
-            raise InvalidInputError(
-                f"no index file at {str(path)!r}; create one with "
-                "SAG2Retriever.from_defaults(nodes=..., persist_path=...)"
-            )
+        """Open an existing index file (one built by `sag2 index`, say), keeping its settings.
+
+        A missing file raises IndexUnavailableError instead of creating an empty index.
+        """
         return cls(
-            SQLiteIndex(path),
+            SQLiteIndex(persist_path, create=False),
             judge,
             config,
             similarity_top_k=similarity_top_k,
@@ -256,8 +279,19 @@ class SAG2Retriever(BaseRetriever):
     # -- changing the index ------------------------------------------------------------------
 
     def add_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        """Index nodes now, replacing any with the same node id; one transaction."""
-        self.sqlite_index.add_documents([to_core_document(n, self.title_key) for n in nodes])
+        """Index nodes now, replacing any with the same id; one transaction.
+
+        A node keeps its id unless it is a random UUID4 (LlamaIndex's default), which is
+        replaced by its ``file_path`` (``<path>_part_<i>`` when one file gave several nodes),
+        else a hash of its text and metadata. Blank nodes are skipped with one warning.
+        """
+        self._write(to_core_documents(nodes, self.title_key, skip_empty=self.skip_empty))
+
+    def _write(self, batch: Sequence[CoreDocument]) -> None:
+        """Write a converted batch, then let the judge prepare its passages (if enabled)."""
+        self.sqlite_index.add_documents(batch)
+        if self.precompute_judge and batch:
+            precompute_judge(self.sqlite_index, self.judge, [document.id for document in batch])
 
     def add_documents(self, documents: Sequence[Document]) -> None:
         """Index whole LlamaIndex documents (SAG2 chunks long ones); same as `add_nodes`."""

@@ -10,7 +10,8 @@ result is one unit, mapped back to the source document with absolute character o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +27,16 @@ from llama_index.core.schema import (
 
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
+from sag2_retrievers.markdown import HEADING_SEPARATOR
+from sag2_retrievers.results import why_empty
+from sag2_retrievers.sources import SourceRecord, document_title, is_random_id, plan_ingest
+
+logger = logging.getLogger(__name__)
 
 RESERVED_KEY = "_sag2"
 SOURCE_FILTER_KEY = f"{RESERVED_KEY}.source"
 RESULT_KEYS = ("sag2_round", "sag2_rank", "judge_score")
+HEADER_PATH_KEY = "header_path"  # set by llama_index.core.node_parser.MarkdownNodeParser
 
 
 @dataclass(frozen=True)
@@ -71,8 +78,33 @@ class Provenance:
         )
 
 
-def to_core_document(node: BaseNode, title_key: str | None) -> CoreDocument:
-    """The SAG2 document for a node: same id, plain text, title from metadata, provenance."""
+def to_core_documents(
+    nodes: Sequence[BaseNode], title_key: str | None, *, skip_empty: bool = True
+) -> list[CoreDocument]:
+    """The SAG2 documents for a batch of nodes, by the core's shared ingest rules.
+
+    A random (UUID4) node id, LlamaIndex's default, is replaced by a stable one (the file path,
+    else a content hash), so indexing the same folder again upserts instead of duplicating.
+    Blank nodes are skipped with one warning (or refused), exact repeats indexed once.
+    """
+    records = [
+        SourceRecord(
+            None if is_random_id(node.node_id) else node.node_id,
+            node.get_content(metadata_mode=MetadataMode.NONE),
+            node.metadata,
+        )
+        for node in nodes
+    ]
+    planned = plan_ingest(records, skip_empty=skip_empty)
+    return [to_core_document(nodes[position], title_key, doc_id) for position, doc_id in planned]
+
+
+def to_core_document(
+    node: BaseNode, title_key: str | None, doc_id: str | None = None
+) -> CoreDocument:
+    """The SAG2 document for a node: its id (or ``doc_id``), plain text, title, heading path
+    (from MarkdownNodeParser's ``header_path``) and provenance."""
+    doc_id = node.node_id if doc_id is None else doc_id
     text = node.get_content(metadata_mode=MetadataMode.NONE)
     metadata = dict(node.metadata)
     if RESERVED_KEY in metadata:
@@ -81,15 +113,23 @@ def to_core_document(node: BaseNode, title_key: str | None) -> CoreDocument:
         )
     source = node.source_node
     provenance = Provenance(
-        source.node_id if source is not None else node.node_id,
+        source.node_id if source is not None else doc_id,
         _source_offset(node, text) if source is not None else 0,
         (len(text) - len(text.lstrip()), len(text.rstrip())),
         tuple(node.excluded_llm_metadata_keys),
         tuple(node.excluded_embed_metadata_keys),
     )
     metadata[RESERVED_KEY] = provenance.as_json()
-    title = metadata.get(title_key) if title_key else None
-    return CoreDocument(node.node_id, text, title if isinstance(title, str) else "", metadata)
+    title = document_title(text, node.metadata, title_key)
+    return CoreDocument(doc_id, text, title, metadata, heading=_header_path(node.metadata))
+
+
+def _header_path(metadata: Mapping[str, Any]) -> str:
+    """MarkdownNodeParser's ``header_path`` ("/Guide/Setup/") as a SAG2 heading path."""
+    path = metadata.get(HEADER_PATH_KEY)
+    if not isinstance(path, str):
+        return ""
+    return HEADING_SEPARATOR.join(part.strip() for part in path.split("/") if part.strip())
 
 
 def _source_offset(node: BaseNode, text: str) -> int | None:
@@ -102,7 +142,10 @@ def _source_offset(node: BaseNode, text: str) -> int | None:
 
 
 def to_nodes(result: RetrievalResult, title_key: str | None) -> list[NodeWithScore]:
-    """The retrieval's hits as scored LlamaIndex nodes, best first."""
+    """The retrieval's hits as scored LlamaIndex nodes, best first (why none, in a debug log)."""
+    reason = why_empty(result)
+    if reason is not None:
+        logger.debug("SAG2 returned no nodes: %s", reason)
     return [to_node_with_score(hit, result.degraded, title_key) for hit in result.hits]
 
 

@@ -1,0 +1,178 @@
+"""What both framework adapters do to a batch before and after it reaches the index.
+
+One rule set, so LlamaIndex and LangChain ingest the same folder the same way:
+
+- **ids**: a document's own id is kept; without one (LangChain's ``None``, LlamaIndex's random
+  UUID4) the id is its file path (metadata ``file_path``, else ``source``), with ``_part_<i>``
+  appended when one file gave several documents (LlamaIndex's ``filename_as_id`` convention),
+  else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
+- **empty documents** (blank text) are skipped with one warning naming them, or refused.
+- **exact repeats** (same id, text and metadata) in one batch are indexed once.
+- **titles**: the title metadata, else the text's first markdown ``# H1`` (markdown files and
+  texts without a file name), else the file name without its extension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from .documents import MAX_TITLE_CHARS
+from .errors import InvalidInputError
+from .index import SQLiteIndex
+from .judges.base import Candidate, Judge
+from .markdown import first_h1
+
+PATH_KEYS = ("file_path", "source")
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
+NAMES_IN_WARNING = 10
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A framework document as an adapter hands it over: its own id (None when it has none
+    worth keeping), its plain text and its metadata."""
+
+    id: str | None
+    text: str
+    metadata: Mapping[str, Any]
+
+
+def is_random_id(doc_id: str) -> bool:
+    """Whether an id is a random UUID4, LlamaIndex's default, which differs on every run."""
+    try:
+        return uuid.UUID(doc_id).version == 4
+    except ValueError:
+        return False
+
+
+def plan_ingest(
+    records: Sequence[SourceRecord], *, skip_empty: bool = True
+) -> list[tuple[int, str]]:
+    """(position, document id) of each record to index, in order, by the module's rules.
+
+    Blank records are skipped with one ``UserWarning`` naming them (``skip_empty``) or refused
+    with an InvalidInputError; exact repeats are dropped.
+    """
+    _handle_empty([(p, r) for p, r in enumerate(records) if not r.text.strip()], skip_empty)
+    kept: list[int] = []
+    seen: set[str] = set()
+    for position, record in enumerate(records):
+        fingerprint = _fingerprint(record.id, record)
+        if record.text.strip() and fingerprint not in seen:
+            seen.add(fingerprint)
+            kept.append(position)
+    paths = Counter(_path(records[p].metadata) for p in kept if records[p].id is None)
+    parts: Counter[str] = Counter()
+    planned = []
+    for position in kept:
+        record = records[position]
+        planned.append((position, record.id or _derived_id(record, paths, parts)))
+    return planned
+
+
+def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter[str]) -> str:
+    """The id of a record without one: its path (numbered when shared), else a content hash."""
+    path = _path(record.metadata)
+    if path is None:
+        return content_id(record.text, record.metadata)
+    if paths[path] == 1:
+        return path
+    parts[path] += 1
+    return f"{path}_part_{parts[path] - 1}"
+
+
+def content_id(text: str, metadata: Mapping[str, Any]) -> str:
+    """A stable id from content alone: the first 32 hex digits of SHA-256 of text and metadata."""
+    digest = hashlib.sha256(_canonical([text, metadata]).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
+
+
+def _fingerprint(doc_id: str | None, record: SourceRecord) -> str:
+    """What makes two records exact repeats of each other."""
+    return _canonical([doc_id, record.text, record.metadata])
+
+
+def _canonical(value: object) -> str:
+    """JSON with sorted keys; values JSON cannot hold are written as their repr."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _path(metadata: Mapping[str, Any]) -> str | None:
+    """The record's file path (or LangChain ``source``) when metadata holds a non-blank one."""
+    for key in PATH_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _handle_empty(empty: Sequence[tuple[int, SourceRecord]], skip_empty: bool) -> None:
+    """Warn once about blank records (given with their positions), naming them, or refuse."""
+    if not empty:
+        return
+    names = [display_name(record, position) for position, record in empty]
+    shown = ", ".join(names[:NAMES_IN_WARNING]) + (" ..." if len(names) > NAMES_IN_WARNING else "")
+    if not skip_empty:
+        raise InvalidInputError(
+            f"{len(empty)} document(s) have no text: {shown}; remove them, or pass "
+            "skip_empty=True to skip them with a warning"
+        )
+    warnings.warn(
+        f"skipped {len(empty)} document(s) with no text: {shown}", UserWarning, stacklevel=3
+    )
+
+
+def display_name(record: SourceRecord, position: int) -> str:
+    """How a message names a record: its file path, file name or title, else its id/position."""
+    for key in (*PATH_KEYS, "file_name", "title"):
+        value = record.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return repr(value)
+    return repr(record.id) if record.id else f"document at position {position}"
+
+
+def document_title(text: str, metadata: Mapping[str, Any], title_key: str | None) -> str:
+    """The title to index: metadata ``title_key``, else a markdown H1, else the file name."""
+    given = metadata.get(title_key) if title_key else None
+    if isinstance(given, str) and given.strip():
+        return given
+    name = _file_name(metadata)
+    if name is None or PurePath(name).suffix.lower() in MARKDOWN_SUFFIXES:
+        heading = first_h1(text)
+        if heading:
+            return heading[:MAX_TITLE_CHARS]
+    if name is None:
+        return ""
+    stem = PurePath(name).stem if PurePath(name).suffix else name
+    return " ".join(stem.replace("_", " ").split())[:MAX_TITLE_CHARS]
+
+
+def _file_name(metadata: Mapping[str, Any]) -> str | None:
+    """The file name from ``file_name``, else from a path (URLs have no file name)."""
+    name = metadata.get("file_name")
+    if isinstance(name, str) and name.strip():
+        return name
+    path = _path(metadata)
+    if path is None or "://" in path:
+        return None
+    return PurePath(path).name or None
+
+
+def precompute_judge(
+    index: SQLiteIndex, judge: Judge, doc_ids: Sequence[str], *, progress: bool = True
+) -> int:
+    """Let the judge prepare the passages it will be shown for these documents' units.
+
+    Returns how many passages the judge prepared (0 for judges with nothing to prepare).
+    """
+    units = index.document_units(doc_ids)
+    candidates = [Candidate(unit.title, unit.body) for _, unit in sorted(units.items())]
+    return judge.precompute(candidates, progress=progress) if candidates else 0
