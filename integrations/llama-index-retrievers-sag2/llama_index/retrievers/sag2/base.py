@@ -13,6 +13,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.indices.base import BaseIndex
+from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
@@ -31,6 +32,7 @@ from sag2_retrievers import (
 from sag2_retrievers.index import Filters
 
 from .filters import to_core_filters
+from .judge import as_judge
 from .mapping import SOURCE_FILTER_KEY, to_core_document, to_nodes
 from .storage import INDEX_FILE, RetrieverSettings, copy_index, read_settings, write_settings
 
@@ -58,7 +60,8 @@ class SAG2Retriever(BaseRetriever):
 
     Args:
         sqlite_index: the open SAG2 index (`from_defaults` builds one from nodes).
-        judge: the evidence judge; None loads the offline local judge (no network, no key).
+        judge: the evidence judge, or a LlamaIndex LLM (wrapped in `LlamaIndexLLMJudge`); None
+            loads the offline local judge (no network, no key).
         config: SAG2 parameters; the judge's texts are also exposed as prompts.
         similarity_top_k: results per query (0 returns nothing and spends no judgment).
         filters: EQ/IN metadata filters, AND-ed, applied inside SQLite to every query; a
@@ -70,7 +73,7 @@ class SAG2Retriever(BaseRetriever):
     def __init__(
         self,
         sqlite_index: SQLiteIndex,
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
         similarity_top_k: int = DEFAULT_TOP_K,
@@ -88,7 +91,7 @@ class SAG2Retriever(BaseRetriever):
         self.title_key = title_key
         self._engine = SAG2Engine(
             sqlite_index,
-            judge if judge is not None else _local_judge(sqlite_index.path),
+            _judge_or_local(judge, sqlite_index.path),
             config,
             allow_remote_judges=allow_remote_judges,
         )
@@ -110,7 +113,7 @@ class SAG2Retriever(BaseRetriever):
         documents: Sequence[Document] | None = None,
         index: BaseIndex[Any] | None = None,
         docstore: BaseDocumentStore | None = None,
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         similarity_top_k: int = DEFAULT_TOP_K,
         persist_path: str | os.PathLike[str] | None = None,
         config: SAG2Config | None = None,
@@ -155,7 +158,7 @@ class SAG2Retriever(BaseRetriever):
     def from_persist_path(
         cls,
         persist_path: str | os.PathLike[str],
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
         similarity_top_k: int = DEFAULT_TOP_K,
@@ -188,7 +191,7 @@ class SAG2Retriever(BaseRetriever):
     def from_persist_dir(
         cls,
         persist_dir: str | os.PathLike[str],
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         *,
         allow_remote_judges: bool | None = None,
         callback_manager: CallbackManager | None = None,
@@ -387,6 +390,12 @@ def _index_location(
         return Path(persist_path), None
     scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
     return Path(scratch.name) / INDEX_FILE, scratch
+
+
+def _judge_or_local(judge: Judge | LLM | None, index_path: Path) -> Judge:
+    """The given judge (a LlamaIndex LLM wrapped as one), else the offline local judge."""
+    wrapped = as_judge(judge)
+    return wrapped if wrapped is not None else _local_judge(index_path)
 
 
 def _local_judge(index_path: Path) -> Judge:
