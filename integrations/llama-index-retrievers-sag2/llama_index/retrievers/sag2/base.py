@@ -31,6 +31,7 @@ from sag2_retrievers import (
 )
 from sag2_retrievers.index import Filters
 
+from .events import round_reporter
 from .filters import to_core_filters
 from .judge import as_judge
 from .mapping import SOURCE_FILTER_KEY, to_core_document, to_nodes
@@ -68,6 +69,10 @@ class SAG2Retriever(BaseRetriever):
             `SAG2QueryBundle` adds filters for one query.
         title_key: the metadata key whose string value is indexed as the node's title.
         allow_remote_judges: False refuses judges that send text off the machine.
+        verbose: print each round's trace (seeds, terms, judgments) as it completes.
+
+    Each round also dispatches a `SAG2RoundEvent` to LlamaIndex instrumentation as soon as
+    it is scored, inside the retrieval's span; an LLM judge's calls are LLM events there too.
     """
 
     def __init__(
@@ -286,7 +291,10 @@ class SAG2Retriever(BaseRetriever):
         if self.similarity_top_k == 0:
             return []
         result = self._engine.retrieve(
-            query_bundle.query_str, self.similarity_top_k, filters=filters
+            query_bundle.query_str,
+            self.similarity_top_k,
+            filters=filters,
+            on_round=round_reporter(self.sqlite_index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
@@ -296,7 +304,10 @@ class SAG2Retriever(BaseRetriever):
         if self.similarity_top_k == 0:
             return []
         result = await self._engine.aretrieve(
-            query_bundle.query_str, self.similarity_top_k, filters=filters
+            query_bundle.query_str,
+            self.similarity_top_k,
+            filters=filters,
+            on_round=round_reporter(self.sqlite_index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
