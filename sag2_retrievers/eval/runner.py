@@ -20,6 +20,7 @@ from ..engine import SAG2Engine
 from ..errors import InvalidInputError
 from ..index import SearchHit, SQLiteIndex
 from ..judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE, Judge, UsageSnapshot
+from ..results import RetrievalResult
 from .bootstrap import PAPER_SEED, paired_bootstrap
 from .datasets import EvalQuestion
 from .metrics import QuestionResult, Summary, per_question_metrics, summarize
@@ -83,6 +84,8 @@ class QuestionRun:
     judgments: int
     seconds: float
     degraded: bool = False
+    retrieval: RetrievalResult | None = field(default=None, repr=False, compare=False)
+    """The SAG2 retrieval behind ``sources`` (None for BM25), for traces such as HTML pages."""
 
     @property
     def result(self) -> QuestionResult:
@@ -357,7 +360,12 @@ async def _sag2_question(
     hits = [(hit.doc_id, hit.title, hit.score, hit.round_found) for hit in result.hits]
     sources = await asyncio.to_thread(_resolve_sources, index, hits)
     return QuestionRun(
-        question, sources, result.judgments, time.perf_counter() - started, result.degraded
+        question,
+        sources,
+        result.judgments,
+        time.perf_counter() - started,
+        result.degraded,
+        retrieval=result,
     )
 
 
