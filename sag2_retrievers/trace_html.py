@@ -21,8 +21,11 @@ from .results import RetrievalResult, RoundTrace
 
 SNIPPET_CHARS = 160
 ROW_HEIGHT = 22
-COLUMN_X = (8, 330, 560)
-LABEL_CHARS = 38
+# Chain picture: three columns of labels, each cut to LABEL_CHARS (about LABEL_WIDTH pixels).
+COLUMN_X = (8, 300, 600)
+LABEL_CHARS = 34
+LABEL_WIDTH = 225
+PICTURE_WIDTH = 900
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5rem; color: #1d2330; }
@@ -194,7 +197,7 @@ def _chain_svg(page: TracePage, trace: RoundTrace) -> str:
         for n_row in _rows(_linked(page, term, new), new):
             lines.append(_svg_link(1, t_row, 2, n_row))
     return (
-        f'<svg class="chain" xmlns="http://www.w3.org/2000/svg" width="820" height="{height}" '
+        f'<svg class="chain" xmlns="http://www.w3.org/2000/svg" width="{PICTURE_WIDTH}" height="{height}" '
         f'role="img" aria-label="seeds, terms and new passages of round {trace.round}">'
         + "".join(lines)
         + "</svg>"
@@ -224,8 +227,8 @@ def _svg_label(page: TracePage, column: int, row: int, label: int | str) -> str:
 
 def _svg_link(from_column: int, from_row: int, to_column: int, to_row: int) -> str:
     """A line from the end of one node's label to the start of the next column's node."""
-    x1 = COLUMN_X[from_column] + (215 if from_column == 0 else 160)
-    x2 = COLUMN_X[to_column] - 6
+    x1 = COLUMN_X[from_column] + LABEL_WIDTH
+    x2 = COLUMN_X[to_column] - 8
     y1 = ROW_HEIGHT * (from_row + 1) - 4
     y2 = ROW_HEIGHT * (to_row + 1) - 4
     return f'<line class="link" x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}"/>'
