@@ -197,7 +197,8 @@ def _chain_svg(page: TracePage, trace: RoundTrace) -> str:
         for n_row in _rows(_linked(page, term, new), new):
             lines.append(_svg_link(1, t_row, 2, n_row))
     return (
-        f'<svg class="chain" xmlns="http://www.w3.org/2000/svg" width="{PICTURE_WIDTH}" height="{height}" '
+        '<svg class="chain" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{PICTURE_WIDTH}" height="{height}" '
         f'role="img" aria-label="seeds, terms and new passages of round {trace.round}">'
         + "".join(lines)
         + "</svg>"
