@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -289,3 +290,13 @@ def test_headless_chromium_renders_the_chain(
         check=True,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    _keep_artifacts(page, shot)
+
+
+def _keep_artifacts(*files: Path) -> None:
+    """Copy files to $SAG2_ARTIFACT_DIR when CI sets it, so a person can look at the page."""
+    directory = os.environ.get("SAG2_ARTIFACT_DIR")
+    if directory:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        for file in files:
+            shutil.copy(file, Path(directory) / file.name)
