@@ -150,3 +150,19 @@ def test_on_round_receives_each_round_as_it_is_scored(
     assert judgments_at_report == cumulative
     for trace in received:
         assert len(trace.pool) == len(trace.scores) == trace.pool_size
+
+
+class FailingJudge(EchoJudge):
+    """A chat judge whose model call raises a framework's own exception."""
+
+    async def _ask(self, messages: ChatMessages) -> ChatAnswer:
+        raise ConnectionError("connection refused by http://user:secret@10.0.0.1:8000")
+
+
+def test_a_failing_model_call_is_a_judge_error_without_its_message() -> None:
+    """The engine's lexical fallback sees a JudgeError; the cause's text is not repeated."""
+    request = JudgeRequest(QUESTION, (Candidate("A", "first"),))
+    with pytest.raises(JudgeError, match=r"model call failed \(ConnectionError\)") as raised:
+        asyncio.run(FailingJudge(ChatAnswer("yes")).score(request))
+    assert "secret" not in str(raised.value)
+    assert isinstance(raised.value.__cause__, ConnectionError)

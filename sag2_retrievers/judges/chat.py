@@ -91,7 +91,16 @@ class ChatModelJudge(Judge):
     ) -> float:
         """One model call for one candidate; returns its yes-probability."""
         async with slots:
-            answer = await self._ask(build_messages(request, candidate))
+            try:
+                answer = await self._ask(build_messages(request, candidate))
+            except JudgeError:
+                raise
+            except Exception as error:
+                # Only the exception's type: framework errors may quote URLs or headers.
+                raise JudgeError(
+                    f"judge {self.identity!r}: the model call failed ({type(error).__name__}); "
+                    "see the chained exception"
+                ) from error
         self.usage.add(
             http_calls=1, input_tokens=answer.input_tokens, output_tokens=answer.output_tokens
         )

@@ -165,7 +165,7 @@ class SAG2Retriever(BaseRetriever):
     def _known_fields_only(cls, data: Any) -> Any:
         """Refuse misspelt or foreign arguments (``search_kwargs=``, ``llm=``) by name."""
         if isinstance(data, Mapping):
-            known = {name for name, field in cls.model_fields.items()} | {
+            known = set(cls.model_fields) | {
                 field.alias for field in cls.model_fields.values() if field.alias
             }
             unknown = sorted(str(key) for key in data if key not in known)
@@ -312,8 +312,10 @@ class SAG2Retriever(BaseRetriever):
         reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
         events = run_manager.get_child()
 
-        def report_round(trace: RoundTrace) -> None:
-            name, text, data = _round_report(trace, self._unit_sources([trace]))
+        async def report_round(trace: RoundTrace) -> None:
+            # On the engine's loop thread, which other retrievals share: SQLite goes to a worker.
+            sources = await asyncio.to_thread(self._unit_sources, [trace])
+            name, text, data = _round_report(trace, sources)
             run_manager.on_text(text)
             events.on_custom_event(name, data, run_id=run_manager.run_id)
 
