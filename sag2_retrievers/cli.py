@@ -382,7 +382,13 @@ def run_eval(args: argparse.Namespace) -> int:
     with SQLiteIndex(args.db) as index:
         judge = _judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
-        options = EvalOptions(args.method, config, budgets, _concurrency(args))
+        options = EvalOptions(
+            args.method,
+            config,
+            budgets,
+            _concurrency(args),
+            keep_retrievals=bool(args.trace_html),
+        )
         run = asyncio.run(_evaluate(index, selected, judge, options, args))
         report = run.to_json(index_seconds, index_bytes)
         if args.trace_html:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -13,6 +14,8 @@ import pytest
 
 from sag2_retrievers import Document, RetrievalResult, SAG2Engine, SQLiteIndex
 from sag2_retrievers.cli import main
+from sag2_retrievers.eval.datasets import EvalQuestion
+from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
 from sag2_retrievers.judges.fake import ScriptedJudge
 from sag2_retrievers.trace_html import render_trace_html, trace_page, write_trace_html
@@ -300,3 +303,15 @@ def _keep_artifacts(*files: Path) -> None:
         Path(directory).mkdir(parents=True, exist_ok=True)
         for file in files:
             shutil.copy(file, Path(directory) / file.name)
+
+
+def test_eval_keeps_retrievals_only_when_asked(tmp_path: Path, index: SQLiteIndex) -> None:
+    """Without keep_retrievals an evaluation holds no full results (memory on big runs)."""
+    question = EvalQuestion("q1", QUESTION, ("lind",), 2, ())
+    judge = ScriptedJudge(lind_first)
+    kept, dropped = (
+        asyncio.run(evaluate(index, [question], judge, EvalOptions(keep_retrievals=keep)))
+        for keep in (True, False)
+    )
+    assert kept.runs[0].retrieval is not None and kept.runs[0].retrieval.trace
+    assert dropped.runs[0].retrieval is None
