@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import sqlite3
 import sys
 import tempfile
@@ -39,6 +40,7 @@ from .index import SQLiteIndex, remove_index_files
 from .judges.base import Judge
 from .judges.factory import JUDGE_NAMES, default_judge_name, make_judge
 from .results import RetrievalResult, RetrievedUnit
+from .trace_html import write_trace_html
 
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
@@ -183,6 +185,11 @@ def _add_query_command(
         "--top-k", type=_positive_int, default=10, help="source documents to return"
     )
     command.add_argument("--trace", action="store_true", help="show every round's seeds and terms")
+    command.add_argument(
+        "--trace-html",
+        metavar="FILE",
+        help="also write the retrieval's chain (rounds, seeds, terms, scores) as one HTML page",
+    )
     command.add_argument("--json", action="store_true", help="machine-readable output")
     command.set_defaults(handler=run_query)
 
@@ -212,6 +219,11 @@ def _add_eval_command(
     command.add_argument("--limit", type=_positive_int, help="evaluate the first N questions")
     command.add_argument("--out", metavar="FILE.json", help="write the full report here")
     command.add_argument("--cache", metavar="PATH", help="judgment cache file (resumable runs)")
+    command.add_argument(
+        "--trace-html",
+        metavar="DIR",
+        help="with --method sag2: write one HTML trace per question here, gold passages marked",
+    )
     command.add_argument(
         "--concurrency",
         type=_positive_int,
@@ -324,6 +336,9 @@ def run_query(args: argparse.Namespace) -> int:
     with _existing_index(args.db) as index:
         judge = _judge(args)
         result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
+        if args.trace_html:
+            _make_parent(args.trace_html)
+            write_trace_html(args.trace_html, result, index, judge=judge.identity)
         if args.json:
             print(json.dumps(_result_json(index, result, judge.identity), ensure_ascii=False))
             return EXIT_OK
@@ -431,6 +446,8 @@ def run_eval(args: argparse.Namespace) -> int:
     """Evaluate a method on a question set, print the table, optionally write the report."""
     if args.budget_matched and args.method != "sag2":
         raise UsageError("--budget-matched needs --method sag2 (the one-shot pool is judged)")
+    if args.trace_html and args.method != "sag2":
+        raise UsageError("--trace-html needs --method sag2 (BM25 has no rounds to draw)")
     questions = _questions_with_gold(args.questions)
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None
@@ -438,9 +455,17 @@ def run_eval(args: argparse.Namespace) -> int:
     with SQLiteIndex(args.db) as index:
         judge = _judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
-        options = EvalOptions(args.method, config, budgets, _concurrency(args))
+        options = EvalOptions(
+            args.method,
+            config,
+            budgets,
+            _concurrency(args),
+            keep_retrievals=bool(args.trace_html),
+        )
         run = asyncio.run(_evaluate(index, selected, judge, options, args))
         report = run.to_json(index_seconds, index_bytes)
+        if args.trace_html:
+            _write_eval_traces(Path(args.trace_html), index, run)
     report.update(questions_file=str(args.questions), db=str(args.db))
     _print_eval_table(report)
     if args.out:
@@ -448,6 +473,28 @@ def run_eval(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         print(f"report written to {args.out}")
     return EXIT_OK
+
+
+def _write_eval_traces(directory: Path, index: SQLiteIndex, run: EvalRun) -> None:
+    """One HTML trace per question, named by its position and id, gold passages marked."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for number, question_run in enumerate(run.runs, start=1):
+        if question_run.retrieval is None:
+            continue
+        name = f"{number:04d}-{_file_safe(question_run.question.id)}.html"
+        write_trace_html(
+            directory / name,
+            question_run.retrieval,
+            index,
+            gold=question_run.question.gold,
+            judge=run.judge or "",
+        )
+    print(f"HTML traces written to {directory}")
+
+
+def _file_safe(text: str) -> str:
+    """A question id reduced to characters safe in a file name on every system."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:80] or "question"
 
 
 def _questions_with_gold(path: str) -> list[EvalQuestion]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import threading
 import time
 import warnings
 import weakref
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -31,6 +32,8 @@ from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .text import tokenize
 
 T = TypeVar("T")
+# Called with each round's trace as soon as the round is scored; may be a coroutine function.
+RoundCallback = Callable[[RoundTrace], Awaitable[None] | None]
 ALLOW_REMOTE_ENV = "SAG2_ALLOW_REMOTE_JUDGES"
 
 
@@ -116,15 +119,31 @@ class SAG2Engine:
     # -- public API ------------------------------------------------------------------------
 
     def retrieve(
-        self, question: str, top_k: int = 10, *, filters: Filters | None = None
+        self,
+        question: str,
+        top_k: int = 10,
+        *,
+        filters: Filters | None = None,
+        on_round: RoundCallback | None = None,
     ) -> RetrievalResult:
         """Blocking retrieval; runs ``aretrieve`` on the engine's own event loop thread."""
-        return self._runner().run(self.aretrieve(question, top_k, filters=filters))
+        return self._runner().run(
+            self.aretrieve(question, top_k, filters=filters, on_round=on_round)
+        )
 
     async def aretrieve(
-        self, question: str, top_k: int = 10, *, filters: Filters | None = None
+        self,
+        question: str,
+        top_k: int = 10,
+        *,
+        filters: Filters | None = None,
+        on_round: RoundCallback | None = None,
     ) -> RetrievalResult:
-        """Retrieve up to ``top_k`` source documents of evidence for ``question``."""
+        """Retrieve up to ``top_k`` source documents of evidence for ``question``.
+
+        ``on_round`` receives each round's trace as soon as that round is scored (awaited
+        when it returns an awaitable), for progress reports and framework events.
+        """
         _check_request(question, top_k)
         if top_k == 0:
             return RetrievalResult(question, (), (), (), UsageSnapshot(), "top_k is 0")
@@ -135,7 +154,7 @@ class SAG2Engine:
                 state.stop_reason = "no query expression"
             else:
                 try:
-                    await self._run_rounds(state)
+                    await self._run_rounds(state, on_round)
                 except JudgeError as error:
                     if self.config.on_judge_error != "bm25":
                         raise
@@ -190,13 +209,14 @@ class SAG2Engine:
             state.units.update(self.index.units(initial))
         return state
 
-    async def _run_rounds(self, state: _Retrieval) -> None:
+    async def _run_rounds(self, state: _Retrieval, on_round: RoundCallback | None) -> None:
         """Round 0 on the BM25 list, then up to ``hops`` expansions, stopping early if stuck."""
         initial = [unit_id for unit_id, _ in state.lexical]
         if not initial:
             state.stop_reason = "no lexical match"
             return
-        await self._score_round(state, _RoundPlan(0, initial, [], None, False, new=tuple(initial)))
+        first = _RoundPlan(0, initial, [], None, False, new=tuple(initial))
+        await self._score_round(state, first, on_round)
         if self.config.one_shot_budget is not None:
             return
         for round_ in range(1, self.config.hops + 1):
@@ -204,9 +224,8 @@ class SAG2Engine:
             plan = await asyncio.to_thread(self._in_snapshot, self._plan_expansion, state, round_)
             if plan is None:
                 return
-            await self._score_round(
-                state, replace(plan, planning_seconds=time.perf_counter() - started)
-            )
+            plan = replace(plan, planning_seconds=time.perf_counter() - started)
+            await self._score_round(state, plan, on_round)
 
     def _plan_expansion(self, state: _Retrieval, round_: int) -> _RoundPlan | None:
         """Seeds, terms and new candidates for an expansion round, and its pool and context."""
@@ -286,8 +305,10 @@ class SAG2Engine:
         context = [u for u in plan.context if u in state.units]
         return replace(plan, pool=pool, context=context)
 
-    async def _score_round(self, state: _Retrieval, plan: _RoundPlan) -> None:
-        """Judge every pool member in the plan's context, then re-rank the pool."""
+    async def _score_round(
+        self, state: _Retrieval, plan: _RoundPlan, on_round: RoundCallback | None
+    ) -> None:
+        """Judge every pool member in the plan's context, re-rank the pool, report the round."""
         started = time.perf_counter()
         request = self._request(state, plan)
         judge_started = time.perf_counter()
@@ -307,8 +328,14 @@ class SAG2Engine:
                 local_seconds=plan.planning_seconds
                 + (time.perf_counter() - started - judge_seconds),
                 judge_seconds=judge_seconds,
+                pool=tuple(plan.pool),
+                scores=tuple(scores),
             )
         )
+        if on_round is not None:
+            reported = on_round(state.trace[-1])
+            if inspect.isawaitable(reported):
+                await reported
 
     def _request(self, state: _Retrieval, plan: _RoundPlan) -> JudgeRequest:
         """The judge request of a round: candidates, shared context and note (if enabled)."""

@@ -32,7 +32,11 @@ class RetrievedUnit:
 
 @dataclass(frozen=True)
 class RoundTrace:
-    """What one scoring round did: its seeds and terms, new candidates, pool and context."""
+    """What one scoring round did: its seeds and terms, new candidates, pool and context.
+
+    ``pool`` lists the units judged this round, in pool order, and ``scores`` their judge
+    scores, position by position.
+    """
 
     round: int
     seeds: tuple[int, ...]
@@ -43,6 +47,8 @@ class RoundTrace:
     judgments: int
     local_seconds: float
     judge_seconds: float
+    pool: tuple[int, ...] = ()
+    scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from ..engine import SAG2Engine
 from ..errors import InvalidInputError
 from ..index import SearchHit, SQLiteIndex
 from ..judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE, Judge, UsageSnapshot
+from ..results import RetrievalResult
 from .bootstrap import PAPER_SEED, paired_bootstrap
 from .datasets import EvalQuestion
 from .metrics import QuestionResult, Summary, per_question_metrics, summarize
@@ -40,13 +41,16 @@ class EvalOptions:
 
     ``budgets`` (question id -> judgments) turns the run into the paper's matched-budget
     control: each question judges that many one-shot BM25 candidates (``one_shot_budget``).
-    ``concurrency`` bounds the questions in flight on one event loop.
+    ``concurrency`` bounds the questions in flight on one event loop. ``keep_retrievals``
+    keeps each SAG2 question's full `RetrievalResult` on its run (for HTML traces); off by
+    default, since a thousand of them hold every judged passage's text.
     """
 
     method: Method = "sag2"
     config: SAG2Config = field(default_factory=SAG2Config)
     budgets: Mapping[str, int] | None = None
     concurrency: int = 4
+    keep_retrievals: bool = False
 
     def __post_init__(self) -> None:
         """Reject a method that does not exist or a non-positive concurrency."""
@@ -83,6 +87,8 @@ class QuestionRun:
     judgments: int
     seconds: float
     degraded: bool = False
+    retrieval: RetrievalResult | None = field(default=None, repr=False, compare=False)
+    """The SAG2 retrieval behind ``sources`` (None for BM25), for traces such as HTML pages."""
 
     @property
     def result(self) -> QuestionResult:
@@ -200,7 +206,11 @@ async def evaluate(
             run = await _bm25_question(index, question, options.config)
         else:
             run = await _sag2_question(
-                index, judge, question, _question_config(options, budgets, question)
+                index,
+                judge,
+                question,
+                _question_config(options, budgets, question),
+                keep_retrieval=options.keep_retrievals,
             )
         if on_question is not None:
             on_question(run)
@@ -348,7 +358,12 @@ def _question_config(
 
 
 async def _sag2_question(
-    index: SQLiteIndex, judge: Judge, question: EvalQuestion, config: SAG2Config
+    index: SQLiteIndex,
+    judge: Judge,
+    question: EvalQuestion,
+    config: SAG2Config,
+    *,
+    keep_retrieval: bool = False,
 ) -> QuestionRun:
     """Retrieve with SAG2 and resolve the hits' identities."""
     started = time.perf_counter()
@@ -357,7 +372,12 @@ async def _sag2_question(
     hits = [(hit.doc_id, hit.title, hit.score, hit.round_found) for hit in result.hits]
     sources = await asyncio.to_thread(_resolve_sources, index, hits)
     return QuestionRun(
-        question, sources, result.judgments, time.perf_counter() - started, result.degraded
+        question,
+        sources,
+        result.judgments,
+        time.perf_counter() - started,
+        result.degraded,
+        retrieval=result if keep_retrieval else None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from importlib import metadata
 
+from langchain_sag2.judges import LangChainJudge
 from langchain_sag2.retrievers import SAG2Retriever
 
 try:
@@ -10,4 +11,4 @@ except metadata.PackageNotFoundError:
     # Running from a source checkout without installing the distribution.
     __version__ = ""
 
-__all__ = ["SAG2Retriever", "__version__"]
+__all__ = ["LangChainJudge", "SAG2Retriever", "__version__"]

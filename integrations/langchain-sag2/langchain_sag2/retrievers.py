@@ -16,8 +16,9 @@ from langchain_core.callbacks import (
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
-from pydantic import Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers import (
@@ -37,6 +38,8 @@ from sag2_retrievers.index import Filters, remove_index_files
 from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
 
+from .judges import as_judge, judge_callbacks
+
 logger = logging.getLogger(__name__)
 
 ROUND_EVENT = "sag2_round"
@@ -51,9 +54,11 @@ class SAG2Retriever(BaseRetriever):
     Each query runs the SAG2 rounds of ``sag2-retrievers``: BM25 candidates from one SQLite
     FTS5 file, a yes/no evidence judge, and passage-term-passage expansion, returning up to
     ``k`` source documents. Documents are stored whole and split into chunks near 2,200
-    characters; a result's ``page_content`` is the best chunk of its source document. After
-    each query the rounds are reported to the run's callbacks: one ``on_text`` line and one
-    ``sag2_round`` custom event per round, then a ``sag2_result`` event.
+    characters; a result's ``page_content`` is the best chunk of its source document. Each
+    round is reported to the run's callbacks as soon as it is scored: one ``on_text`` line and
+    one ``sag2_round`` custom event, then a ``sag2_result`` event at the end. A chat model
+    judge's calls appear as child runs of the retrieval. Unknown constructor arguments
+    (``search_kwargs=``, ``llm=``, typos) are refused.
 
     Setup:
         Install ``langchain-sag2``. With ``judge=None`` the retriever uses the offline local
@@ -67,9 +72,10 @@ class SAG2Retriever(BaseRetriever):
         k: int
             Number of source documents to return (default 10); ``invoke(query, k=3)``
             overrides it for one call.
-        judge: sag2_retrievers.judges.Judge | None
-            The evidence judge. ``None`` builds the offline local judge, which caches
-            passage embeddings in the index file.
+        judge: sag2_retrievers.judges.Judge | BaseChatModel | None
+            The evidence judge. A LangChain chat model is wrapped in ``LangChainJudge``.
+            ``None`` builds the offline local judge, which caches passage embeddings in the
+            index file.
         config: SAG2Config
             Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
         db_path: str | Path | None
@@ -154,10 +160,13 @@ class SAG2Retriever(BaseRetriever):
         ```
     """
 
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
     k: int = Field(default=10, ge=0)
     """Number of source documents to return; ``invoke(query, k=...)`` overrides it."""
     judge: Judge | None = None
-    """The evidence judge; ``None`` builds the offline local judge at construction."""
+    """The evidence judge (a chat model is wrapped in ``LangChainJudge``); ``None`` builds the
+    offline local judge at construction."""
     config: SAG2Config = Field(default_factory=SAG2Config, repr=False)
     """Retrieval parameters; the paper's defaults."""
     db_path: Path | None = None
@@ -176,6 +185,29 @@ class SAG2Retriever(BaseRetriever):
     """Let the judge prepare the passages of added documents (local judge: embeddings)."""
     units_per_document: int | None = Field(default=None, ge=1)
     """Chunks of one source document allowed among the results (None: the config's, 1)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields_only(cls, data: Any) -> Any:
+        """Refuse misspelt or foreign arguments (``search_kwargs=``, ``llm=``) by name."""
+        if isinstance(data, Mapping):
+            known = set(cls.model_fields) | {
+                field.alias for field in cls.model_fields.values() if field.alias
+            }
+            unknown = sorted(str(key) for key in data if key not in known)
+            if unknown:
+                raise ValueError(
+                    f"SAG2Retriever got unknown argument(s) {', '.join(unknown)}; it accepts "
+                    f"{', '.join(sorted(cls.model_fields))} (the number of results is k=..., "
+                    "and a chat model is passed as judge=...)"
+                )
+        return data
+
+    @field_validator("judge", mode="before")
+    @classmethod
+    def _wrap_chat_model(cls, judge: Any) -> Judge | None:
+        """A LangChain chat model given as the judge is wrapped in a LangChainJudge."""
+        return as_judge(judge)
 
     _index: SQLiteIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
@@ -213,7 +245,7 @@ class SAG2Retriever(BaseRetriever):
         ids: Sequence[str] | None = None,
         *,
         db_path: str | os.PathLike[str] | None = None,
-        judge: Judge | None = None,
+        judge: Judge | BaseChatModel | None = None,
         **kwargs: Any,
     ) -> SAG2Retriever:
         """Index one document per text (with optional metadata and ids) and return a retriever."""
@@ -237,7 +269,7 @@ class SAG2Retriever(BaseRetriever):
         ids: Sequence[str] | None = None,
         *,
         db_path: str | os.PathLike[str] | None = None,
-        judge: Judge | None = None,
+        judge: Judge | BaseChatModel | None = None,
         **kwargs: Any,
     ) -> SAG2Retriever:
         """Index LangChain documents (upserting by id) and return a retriever over them.
@@ -246,7 +278,7 @@ class SAG2Retriever(BaseRetriever):
         """
         path = None if db_path is None else Path(db_path)
         existed = path is not None and path.exists()
-        retriever = cls(db_path=path, judge=judge, **kwargs)
+        retriever = cls(db_path=path, judge=as_judge(judge), **kwargs)
         try:
             retriever.add_documents(documents, ids)
         except BaseException:
@@ -313,14 +345,29 @@ class SAG2Retriever(BaseRetriever):
         k: int | None = None,
         filter: Filters | None = None,
     ) -> list[Document]:
-        """Run SAG2 on the engine's loop thread, then report its rounds to the run manager."""
+        """Run SAG2 on the engine's loop thread, reporting each round as it completes."""
         engine = self._open_engine()
-        result = engine.retrieve(query, self.k if k is None else k, filters=filter)
-        if run_manager.handlers or run_manager.inheritable_handlers:
-            events = run_manager.get_child()
-            for name, text, data in _reports(result, self._unit_sources(result)):
-                run_manager.on_text(text)
-                events.on_custom_event(name, data, run_id=run_manager.run_id)
+        reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
+        events = run_manager.get_child()
+
+        async def report_round(trace: RoundTrace) -> None:
+            # On the engine's loop thread, which other retrievals share: SQLite goes to a worker.
+            sources = await asyncio.to_thread(self._unit_sources, [trace])
+            name, text, data = _round_report(trace, sources)
+            run_manager.on_text(text)
+            events.on_custom_event(name, data, run_id=run_manager.run_id)
+
+        with judge_callbacks(events):
+            result = engine.retrieve(
+                query,
+                self.k if k is None else k,
+                filters=filter,
+                on_round=report_round if reporting else None,
+            )
+        if reporting:
+            name, text, data = _result_report(result)
+            run_manager.on_text(text)
+            events.on_custom_event(name, data, run_id=run_manager.run_id)
         return _documents(result)
 
     async def _aget_relevant_documents(
@@ -331,20 +378,33 @@ class SAG2Retriever(BaseRetriever):
         k: int | None = None,
         filter: Filters | None = None,
     ) -> list[Document]:
-        """Run SAG2 on the caller's event loop, then report its rounds to the run manager."""
+        """Run SAG2 on the caller's event loop, reporting each round as it completes."""
         engine = self._open_engine()
-        result = await engine.aretrieve(query, self.k if k is None else k, filters=filter)
-        if run_manager.handlers or run_manager.inheritable_handlers:
-            events = run_manager.get_child()
-            sources = await asyncio.to_thread(self._unit_sources, result)
-            for name, text, data in _reports(result, sources):
-                await run_manager.on_text(text)
-                await events.on_custom_event(name, data, run_id=run_manager.run_id)
+        reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
+        events = run_manager.get_child()
+
+        async def report_round(trace: RoundTrace) -> None:
+            sources = await asyncio.to_thread(self._unit_sources, [trace])
+            name, text, data = _round_report(trace, sources)
+            await run_manager.on_text(text)
+            await events.on_custom_event(name, data, run_id=run_manager.run_id)
+
+        with judge_callbacks(events):
+            result = await engine.aretrieve(
+                query,
+                self.k if k is None else k,
+                filters=filter,
+                on_round=report_round if reporting else None,
+            )
+        if reporting:
+            name, text, data = _result_report(result)
+            await run_manager.on_text(text)
+            await events.on_custom_event(name, data, run_id=run_manager.run_id)
         return _documents(result)
 
-    def _unit_sources(self, result: RetrievalResult) -> dict[int, str]:
-        """The source document id of every unit named in the trace."""
-        unit_ids = {u for trace in result.trace for u in (*trace.seeds, *trace.new_candidates)}
+    def _unit_sources(self, traces: Sequence[RoundTrace]) -> dict[int, str]:
+        """The source document id of every unit the rounds name as seeds or new candidates."""
+        unit_ids = {u for trace in traces for u in (*trace.seeds, *trace.new_candidates)}
         return {unit_id: unit.doc_id for unit_id, unit in self._index.units(unit_ids).items()}
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -447,9 +507,8 @@ def _langchain_document(hit: RetrievedUnit) -> Document:
     return Document(id=hit.doc_id, page_content=hit.text, metadata=metadata)
 
 
-def _reports(result: RetrievalResult, sources: Mapping[int, str]) -> list[Report]:
-    """(event name, text line, event data) for each round, then one for the outcome."""
-    reports = [_round_report(trace, sources) for trace in result.trace]
+def _result_report(result: RetrievalResult) -> Report:
+    """The event and text line describing the retrieval's outcome."""
     outcome = {
         "stop_reason": result.stop_reason,
         "degraded": result.degraded,
@@ -461,7 +520,7 @@ def _reports(result: RetrievalResult, sources: Mapping[int, str]) -> list[Report
         f"SAG2 finished ({result.stop_reason}): {len(result.hits)} documents, "
         f"{result.judgments} judgments\n"
     )
-    return [*reports, (RESULT_EVENT, text, outcome)]
+    return RESULT_EVENT, text, outcome
 
 
 def _round_report(trace: RoundTrace, sources: Mapping[int, str]) -> Report:

@@ -2,7 +2,7 @@
 
 from langchain_sag2 import __all__
 
-EXPECTED_ALL = ["SAG2Retriever", "__version__"]
+EXPECTED_ALL = ["LangChainJudge", "SAG2Retriever", "__version__"]
 
 
 def test_all_imports() -> None:

@@ -13,6 +13,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
 from llama_index.core.indices.base import BaseIndex
+from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType
 from llama_index.core.schema import BaseNode, Document, NodeWithScore, QueryBundle
@@ -32,7 +33,9 @@ from sag2_retrievers import (
 from sag2_retrievers.index import Filters, remove_index_files
 from sag2_retrievers.sources import precompute_judge
 
+from .events import round_reporter
 from .filters import to_core_filters
+from .judge import as_judge
 from .mapping import SOURCE_FILTER_KEY, to_core_documents, to_nodes
 from .storage import INDEX_FILE, RetrieverSettings, copy_index, read_settings, write_settings
 
@@ -60,7 +63,8 @@ class SAG2Retriever(BaseRetriever):
 
     Args:
         sqlite_index: the open SAG2 index (`from_defaults` builds one from nodes).
-        judge: the evidence judge; None loads the offline local judge (no network, no key).
+        judge: the evidence judge, or a LlamaIndex LLM (wrapped in `LlamaIndexLLMJudge`); None
+            loads the offline local judge (no network, no key).
         config: SAG2 parameters; the judge's texts are also exposed as prompts.
         similarity_top_k: results per query (0 returns nothing and spends no judgment).
         filters: EQ/IN metadata filters, AND-ed, applied inside SQLite to every query; a
@@ -74,12 +78,16 @@ class SAG2Retriever(BaseRetriever):
         units_per_document: how many chunks of one indexed node may be returned (sets
             ``SAG2Config.units_per_document``); None keeps the config's, by default 1 (the
             paper's unique sources).
+        verbose: print each round's trace (seeds, terms, judgments) as it completes.
+
+    Each round also dispatches a `SAG2RoundEvent` to LlamaIndex instrumentation as soon as
+    it is scored, inside the retrieval's span; an LLM judge's calls are LLM events there too.
     """
 
     def __init__(
         self,
         sqlite_index: SQLiteIndex,
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
         similarity_top_k: int = DEFAULT_TOP_K,
@@ -104,7 +112,7 @@ class SAG2Retriever(BaseRetriever):
         self.precompute_judge = precompute_judge
         self._engine = SAG2Engine(
             sqlite_index,
-            judge if judge is not None else _local_judge(sqlite_index.path),
+            _judge_or_local(judge, sqlite_index.path),
             config,
             allow_remote_judges=allow_remote_judges,
         )
@@ -126,7 +134,7 @@ class SAG2Retriever(BaseRetriever):
         documents: Sequence[Document] | None = None,
         index: BaseIndex[Any] | None = None,
         docstore: BaseDocumentStore | None = None,
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         similarity_top_k: int = DEFAULT_TOP_K,
         persist_path: str | os.PathLike[str] | None = None,
         config: SAG2Config | None = None,
@@ -181,7 +189,7 @@ class SAG2Retriever(BaseRetriever):
     def from_persist_path(
         cls,
         persist_path: str | os.PathLike[str],
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
         similarity_top_k: int = DEFAULT_TOP_K,
@@ -211,7 +219,7 @@ class SAG2Retriever(BaseRetriever):
     def from_persist_dir(
         cls,
         persist_dir: str | os.PathLike[str],
-        judge: Judge | None = None,
+        judge: Judge | LLM | None = None,
         *,
         allow_remote_judges: bool | None = None,
         callback_manager: CallbackManager | None = None,
@@ -317,7 +325,10 @@ class SAG2Retriever(BaseRetriever):
         if self.similarity_top_k == 0:
             return []
         result = self._engine.retrieve(
-            query_bundle.query_str, self.similarity_top_k, filters=filters
+            query_bundle.query_str,
+            self.similarity_top_k,
+            filters=filters,
+            on_round=round_reporter(self.sqlite_index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
@@ -327,7 +338,10 @@ class SAG2Retriever(BaseRetriever):
         if self.similarity_top_k == 0:
             return []
         result = await self._engine.aretrieve(
-            query_bundle.query_str, self.similarity_top_k, filters=filters
+            query_bundle.query_str,
+            self.similarity_top_k,
+            filters=filters,
+            on_round=round_reporter(self.sqlite_index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
@@ -421,6 +435,12 @@ def _index_location(
         return Path(persist_path), None
     scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
     return Path(scratch.name) / INDEX_FILE, scratch
+
+
+def _judge_or_local(judge: Judge | LLM | None, index_path: Path) -> Judge:
+    """The given judge (a LlamaIndex LLM wrapped as one), else the offline local judge."""
+    wrapped = as_judge(judge)
+    return wrapped if wrapped is not None else _local_judge(index_path)
 
 
 def _local_judge(index_path: Path) -> Judge:

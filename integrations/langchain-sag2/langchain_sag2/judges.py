@@ -1,0 +1,140 @@
+"""LangChainJudge: any LangChain chat model (Ollama, vLLM, llama.cpp, OpenAI, ...) as the judge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable, RunnableConfig
+
+from sag2_retrievers import InvalidInputError, Judge
+from sag2_retrievers.judges.chat import (
+    ChatAnswer,
+    ChatMessages,
+    ChatModelJudge,
+    openai_alternatives,
+    runs_on_this_machine,
+    token_count,
+)
+
+TOP_LOGPROBS = 20
+MESSAGE_TYPES = {"system": SystemMessage, "user": HumanMessage}
+
+# The callbacks of the retrieval run under way, so the judge's model calls become its children.
+_RUN_CALLBACKS: ContextVar[Callbacks] = ContextVar("sag2_langchain_run_callbacks", default=None)
+
+
+class LangChainJudge(ChatModelJudge):
+    """Ask a LangChain chat model, through ``ainvoke``, whether each candidate is evidence.
+
+    The messages are the same evidence instruction, question, context and candidate the other
+    judges send. When the model declares a ``logprobs`` field (``ChatOpenAI`` and other
+    OpenAI-compatible clients do) the judge binds ``logprobs=True, top_logprobs=20`` and scores
+    P(yes) normalised against P(no) from ``response_metadata["logprobs"]``; otherwise, or when
+    neither word is among the alternatives, the reply must be the one word yes or no, a coarser
+    1.0 / 0.0 score. ``logprobs=False`` never asks for them, ``True`` always does. Inside a
+    `SAG2Retriever` run, the model calls appear as child runs of the retrieval. The judge
+    counts as on this machine only when the model's endpoint (``base_url``,
+    ``openai_api_base``, ...) is a loopback address.
+    """
+
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        *,
+        max_concurrency: int = 8,
+        logprobs: bool | None = None,
+    ) -> None:
+        super().__init__(max_concurrency=max_concurrency)
+        if not isinstance(chat_model, BaseChatModel):
+            raise InvalidInputError(
+                "LangChainJudge needs a langchain_core BaseChatModel, "
+                f"got {type(chat_model).__name__}"
+            )
+        self.chat_model = chat_model
+        self._runnable = _with_logprobs(chat_model, logprobs)
+        self.sends_data_off_machine = not runs_on_this_machine(chat_model)
+
+    def __repr__(self) -> str:
+        model_class = type(self.chat_model).__name__
+        return f"LangChainJudge(chat_model={model_class}, model={self._model()!r})"
+
+    @property
+    def identity(self) -> str:
+        """``langchain:<model type>:<model name>``."""
+        return f"langchain:{self.chat_model._llm_type}:{self._model()}"
+
+    async def _ask(self, messages: ChatMessages) -> ChatAnswer:
+        """One ``ainvoke`` call, as a child of the retrieval run when there is one."""
+        chat = [MESSAGE_TYPES[m["role"]](content=m["content"]) for m in messages]
+        config: RunnableConfig = {"run_name": "sag2_judge", "callbacks": _RUN_CALLBACKS.get()}
+        reply = await self._runnable.ainvoke(chat, config=config)
+        if not isinstance(reply, AIMessage):
+            raise InvalidInputError(
+                f"chat model {type(self.chat_model).__name__} returned {type(reply).__name__}, "
+                "not an AIMessage"
+            )
+        usage = reply.usage_metadata
+        return ChatAnswer(
+            reply.text,
+            _first_token_alternatives(reply.response_metadata.get("logprobs")),
+            token_count(usage["input_tokens"]) if usage else 0,
+            token_count(usage["output_tokens"]) if usage else 0,
+        )
+
+    def _model(self) -> str:
+        """The model name the chat model declares ("unknown" when it declares none)."""
+        for name in ("model_name", "model", "model_id"):
+            value = getattr(self.chat_model, name, None)
+            if isinstance(value, str) and value:
+                return value
+        return "unknown"
+
+
+@contextmanager
+def judge_callbacks(callbacks: Callbacks) -> Iterator[None]:
+    """Make judge calls in this task (and the tasks it starts) children of ``callbacks``' run."""
+    token = _RUN_CALLBACKS.set(callbacks)
+    try:
+        yield
+    finally:
+        _RUN_CALLBACKS.reset(token)
+
+
+def _with_logprobs(
+    chat_model: BaseChatModel, logprobs: bool | None
+) -> Runnable[list[BaseMessage], BaseMessage]:
+    """The model, bound to return top log-probabilities when it supports (or is told to)."""
+    fields = type(chat_model).model_fields
+    if logprobs is False or (logprobs is None and "logprobs" not in fields):
+        return chat_model
+    options: dict[str, Any] = {"logprobs": True}
+    if logprobs or "top_logprobs" in fields:
+        options["top_logprobs"] = TOP_LOGPROBS
+    return chat_model.bind(**options)
+
+
+def _first_token_alternatives(logprobs: object) -> tuple[tuple[str, float], ...] | None:
+    """The first token's alternatives from OpenAI-style logprobs metadata (dict or list)."""
+    records = logprobs.get("content") if isinstance(logprobs, Mapping) else logprobs
+    if not isinstance(records, list) or not records:
+        return None
+    return openai_alternatives(records[0])
+
+
+def as_judge(judge: object) -> Judge | None:
+    """A judge as given, a LangChain chat model wrapped in `LangChainJudge`, or None."""
+    if judge is None or isinstance(judge, Judge):
+        return judge
+    if isinstance(judge, BaseChatModel):
+        return LangChainJudge(judge)
+    raise TypeError(
+        "judge must be a sag2_retrievers Judge (JEVJudge, OpenAICompatJudge, LocalJudge, "
+        "CachedJudge, ...), a LangChainJudge, or a LangChain BaseChatModel to wrap in one; "
+        f"got {type(judge).__name__}"
+    )

@@ -1,0 +1,239 @@
+"""A judge over any chat model object: one yes/no question per candidate, read as P(yes).
+
+The framework adapters (LlamaIndex LLMs, LangChain chat models) subclass `ChatModelJudge`
+and only convert messages and replies; prompts, concurrency, usage counting and reading the
+answer live here, so every chat-model judge asks the same question and scores it one way.
+
+A reply is read in two ways. When the model returns the first token's top log-probabilities
+and "yes" or "no" is among them, the score is P(yes) normalised against P(no), as in
+`OpenAICompatJudge`. Otherwise the reply text must be the single word yes or no, giving a
+coarser score of 1.0 or 0.0; equal scores are then ordered by the engine's usual tie-break
+(fusion score, then unit id).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import math
+import re
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ..errors import InvalidInputError, JudgeError
+from ._http import gather_or_cancel
+from .base import Candidate, Judge, JudgeRequest
+from .openai_compat import build_messages, is_loopback_url
+
+# Attributes under which common model classes keep their server's address (LlamaIndex
+# OpenAI/OpenAILike: api_base; Ollama: base_url; LangChain ChatOpenAI: openai_api_base; vLLM
+# clients: api_url; others: host, endpoint, server_url).
+ENDPOINT_ATTRIBUTES = (
+    "base_url",
+    "api_base",
+    "openai_api_base",
+    "api_url",
+    "host",
+    "endpoint",
+    "server_url",
+)
+ANSWER_PREVIEW = 80
+_ONE_WORD = re.compile(r"^[\W_]*(yes|no)[\W_]*$", re.IGNORECASE)
+
+ChatMessages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """What a chat model said: its text, the first token's alternatives if any, its tokens."""
+
+    text: str
+    alternatives: tuple[tuple[str, float], ...] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+class ChatModelJudge(Judge):
+    """Ask a chat model whether each candidate is evidence; subclasses implement `_ask`.
+
+    At most ``max_concurrency`` model calls are in flight per event loop. Each call counts as
+    one entry of ``usage.http_calls``, with the tokens the model reports.
+    """
+
+    def __init__(self, *, max_concurrency: int = 8) -> None:
+        super().__init__()
+        if not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise InvalidInputError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
+        self._max_concurrency = max_concurrency
+        self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._slots_lock = threading.Lock()
+
+    @abc.abstractmethod
+    async def _ask(self, messages: ChatMessages) -> ChatAnswer:
+        """Send one system + user conversation to the model and return its answer."""
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        """Ask about every candidate concurrently, within the concurrency cap."""
+        slots = self._loop_slots()
+        return await gather_or_cancel(
+            self._judge_one(slots, request, candidate) for candidate in request.candidates
+        )
+
+    async def _judge_one(
+        self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
+    ) -> float:
+        """One model call for one candidate; returns its yes-probability."""
+        async with slots:
+            try:
+                answer = await self._ask(build_messages(request, candidate))
+            except JudgeError:
+                raise
+            except Exception as error:
+                # Only the exception's type: framework errors may quote URLs or headers.
+                raise JudgeError(
+                    f"judge {self.identity!r}: the model call failed ({type(error).__name__}); "
+                    "see the chained exception"
+                ) from error
+        self.usage.add(
+            http_calls=1, input_tokens=answer.input_tokens, output_tokens=answer.output_tokens
+        )
+        try:
+            return answer_probability(answer)
+        except JudgeError as error:
+            raise JudgeError(f"judge {self.identity!r}: {error}") from None
+
+    def _loop_slots(self) -> asyncio.Semaphore:
+        """This event loop's semaphore (a semaphore may not cross event loops)."""
+        loop = asyncio.get_running_loop()
+        with self._slots_lock:
+            slots = self._slots.get(loop)
+            if slots is None:
+                slots = asyncio.Semaphore(self._max_concurrency)
+                self._slots[loop] = slots
+        return slots
+
+
+def answer_probability(answer: ChatAnswer) -> float:
+    """P(yes) from the first token's log-probabilities, else 1.0/0.0 from a one-word answer."""
+    if answer.alternatives:
+        probability = _normalised_yes(answer.alternatives)
+        if probability is not None:
+            return probability
+    return one_word_answer(answer.text)
+
+
+def one_word_answer(text: str) -> float:
+    """1.0 for a reply that is just "yes", 0.0 for just "no" (case and punctuation ignored)."""
+    match = _ONE_WORD.match(text.strip())
+    if match is None:
+        preview = text if len(text) <= ANSWER_PREVIEW else text[:ANSWER_PREVIEW] + "..."
+        raise JudgeError(
+            f"the model answered {preview!r}, not yes or no; use an instruction-following "
+            "model with thinking disabled, or one that returns token log-probabilities"
+        )
+    return 1.0 if match.group(1).lower() == "yes" else 0.0
+
+
+def _normalised_yes(alternatives: Sequence[tuple[str, float]]) -> float | None:
+    """P(yes) / (P(yes) + P(no)) over the alternatives; None when neither word is there."""
+    yes = _word_probability(alternatives, "yes")
+    no = _word_probability(alternatives, "no")
+    if yes == 0.0 and no == 0.0:
+        return None
+    return yes / (yes + no)
+
+
+def _word_probability(alternatives: Sequence[tuple[str, float]], word: str) -> float:
+    """Summed probability of the tokens spelling ``word`` (whitespace and case ignored)."""
+    return sum(math.exp(lp) for token, lp in alternatives if token.strip().lower() == word)
+
+
+def openai_alternatives(token_record: object) -> tuple[tuple[str, float], ...] | None:
+    """The (token, logprob) pairs of an OpenAI-style first-token record, or None if absent.
+
+    Malformed entries (non-string tokens, non-finite or positive log-probabilities) are
+    dropped rather than trusted.
+    """
+    if not isinstance(token_record, Mapping):
+        return None
+    entries = token_record.get("top_logprobs")
+    if not isinstance(entries, list):
+        return None
+    pairs = [
+        (entry.get("token"), entry.get("logprob"))
+        for entry in entries
+        if isinstance(entry, Mapping)
+    ]
+    return valid_alternatives(pairs)
+
+
+def valid_alternatives(pairs: Sequence[tuple[Any, Any]]) -> tuple[tuple[str, float], ...] | None:
+    """Keep well-formed (token, logprob) pairs; None when none is left."""
+    kept = tuple(
+        (token, float(logprob))
+        for token, logprob in pairs
+        if isinstance(token, str) and _is_logprob(logprob)
+    )
+    return kept or None
+
+
+def _is_logprob(value: object) -> bool:
+    """Whether a value is a finite number <= 0 (a log of a probability); booleans excluded."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value <= 0.0
+    )
+
+
+def token_count(value: object) -> int:
+    """A reported token count, or 0 when missing or malformed."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 0
+
+
+def model_endpoints(model: object) -> list[str]:
+    """The server addresses a model object declares under the usual attribute names."""
+    endpoints = []
+    for name in ENDPOINT_ATTRIBUTES:
+        try:
+            value = getattr(model, name, None)
+        except Exception:  # a property that fails to compute declares nothing
+            continue
+        text = str(value).strip() if isinstance(value, str) or _is_url_object(value) else ""
+        if text:
+            endpoints.append(text)
+    return endpoints
+
+
+def runs_on_this_machine(model: object) -> bool:
+    """True only when the model declares an endpoint and every one it declares is loopback.
+
+    A model that names no endpoint (hosted SDK defaults, in-process models, test doubles)
+    counts as sending data off the machine: unknown means remote.
+    """
+    endpoints = model_endpoints(model)
+    return bool(endpoints) and all(_is_loopback_endpoint(e) for e in endpoints)
+
+
+def _is_loopback_endpoint(endpoint: str) -> bool:
+    """Whether an endpoint, given as a URL or as a bare ``host:port``, is loopback."""
+    url = endpoint if "://" in endpoint else f"http://{endpoint}"
+    try:
+        return is_loopback_url(url)
+    except (httpx.InvalidURL, ValueError, TypeError):  # an unparseable address counts as remote
+        return False
+
+
+def _is_url_object(value: object) -> bool:
+    """Whether a value is a URL object (httpx.URL, pydantic's URL types) rather than data."""
+    return type(value).__name__ in {"URL", "AnyUrl", "HttpUrl", "AnyHttpUrl", "Url"}
