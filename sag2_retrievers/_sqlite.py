@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+from .errors import InvalidInputError
 
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -21,6 +24,18 @@ def connect(path: str | Path) -> sqlite3.Connection:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection
+
+
+def json_list(values: Iterable[Any], what: str) -> str:
+    """Values as one JSON array for ``json_each(?)``; strings holding NUL are refused.
+
+    SQLite's json_each ends a string at an escaped NUL, so "a\\u0000b" would match "a".
+    """
+    items = list(values)
+    for item in items:
+        if isinstance(item, str) and "\x00" in item:
+            raise InvalidInputError(f"{what} {item!r} contains a NUL character")
+    return json.dumps(items)
 
 
 def write_many(

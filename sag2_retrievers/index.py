@@ -24,7 +24,7 @@ from ._ingest import (
     start_preparing,
 )
 from ._schema import IndexSettings
-from ._sqlite import connect
+from ._sqlite import connect, json_list
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
 from .fts import body_expression, or_expression, quote_term
@@ -253,10 +253,10 @@ class SQLiteIndex:
     @staticmethod
     def _delete_ids(connection: sqlite3.Connection, doc_ids: list[str]) -> int:
         """Remove the given documents' FTS rows, units and document rows."""
-        ids_json = json.dumps(doc_ids)
+        ids_json = json_list(doc_ids, "document id")
         unit_ids = [row[0] for row in connection.execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids_json,))]
         _subtract_body_df(connection, unit_ids)
-        connection.execute(sql.DELETE_FTS_SQL, (json.dumps(unit_ids),))
+        connection.execute(sql.DELETE_FTS_SQL, (json_list(unit_ids, "unit id"),))
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
 
@@ -332,7 +332,8 @@ class SQLiteIndex:
         tokens = [t for t in unique if " " not in t]
         phrases = [(t, body_expression(t)) for t in unique if " " in t]
         df = dict.fromkeys(unique, 0)
-        df.update(self._connection().execute(sql.TOKEN_DF_SQL, (json.dumps(tokens),)).fetchall())
+        stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
+        df.update(stored.fetchall())
         df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
         return {term: int(count) for term, count in df.items()}
 
@@ -353,7 +354,7 @@ class SQLiteIndex:
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._connection().execute(sql.EXPANSION_SQL, (json.dumps(list(unit_ids)),))
+        rows = self._connection().execute(sql.EXPANSION_SQL, (json_list(unit_ids, "unit id"),))
         return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
 
     def hits(self, ranked: Sequence[tuple[int, float]]) -> list[SearchHit]:
@@ -377,8 +378,8 @@ class SQLiteIndex:
         """Fetch units, cutting their text from each source document read once (one snapshot)."""
         with self.snapshot():
             connection = self._connection()
-            rows = connection.execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),)).fetchall()
-            doc_ids = json.dumps(list({row[1] for row in rows}))
+            rows = connection.execute(sql.UNITS_SQL, (json_list(unit_ids, "unit id"),)).fetchall()
+            doc_ids = json_list({row[1] for row in rows}, "document id")
             texts = dict(connection.execute(sql.DOCUMENT_TEXTS_SQL, (doc_ids,)).fetchall())
         return {
             int(unit_id): Unit(
@@ -421,7 +422,7 @@ class SQLiteIndex:
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of the given documents, keyed by id."""
         ids = list(_id_collection(doc_ids, "doc_ids"))
-        rows = self._connection().execute(sql.METADATA_SQL, (json.dumps(ids),))
+        rows = self._connection().execute(sql.METADATA_SQL, (json_list(ids, "document id"),))
         return {doc_id: json.loads(metadata) for doc_id, metadata in rows}
 
     # -- lexical repair --------------------------------------------------------------------
@@ -611,7 +612,7 @@ def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> No
     if not unit_ids:
         return
     counts: Counter[str] = Counter()
-    for (body,) in connection.execute(sql.BODIES_SQL, (json.dumps(unit_ids),)):
+    for (body,) in connection.execute(sql.BODIES_SQL, (json_list(unit_ids, "unit id"),)):
         counts.update(set(body.split()))
     connection.executemany(sql.SUBTRACT_DF_SQL, ((n, term) for term, n in counts.items()))
     connection.execute(sql.PRUNE_DF_SQL)
