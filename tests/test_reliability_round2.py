@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import InvalidInputError
+from sag2_retrievers.errors import InvalidInputError, JudgeError
 from sag2_retrievers.index import SQLiteIndex
+from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
+from sag2_retrievers.judges.base import Candidate, JudgeRequest
+from tests.fault_server import FaultServer
 
 
 def test_nul_in_a_document_id_is_rejected() -> None:
@@ -27,3 +33,72 @@ def test_delete_with_a_nul_id_is_rejected_and_deletes_nothing(index_path: Path) 
             index.metadata(["victim\x00anything"])
         assert index.document("victim") is not None
         assert index.document_count() == 1
+
+
+class _ProxyTrap:
+    """A listener standing in for a proxy: it counts connections and answers nothing."""
+
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(8)
+        self.listener.settimeout(0.05)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self.listener.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            connection.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy_trap(monkeypatch: pytest.MonkeyPatch) -> Iterator[_ProxyTrap]:
+    """Every proxy variable httpx reads points at the trap."""
+    trap = _ProxyTrap()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
+        monkeypatch.setenv(name, trap.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    yield trap
+    trap.close()
+
+
+REQUEST = JudgeRequest("who wrote it", (Candidate("The Hobbit", "Tolkien wrote it."),))
+
+
+async def test_loopback_openai_judge_ignores_proxy_variables(proxy_trap: _ProxyTrap) -> None:
+    """Defect 2: an on-machine judge must never hand the question to a proxy host."""
+    with FaultServer() as server:
+        judge = OpenAICompatJudge(server.url, "m", max_attempts=1)
+        assert judge.sends_data_off_machine is False
+        scores = await judge.score(REQUEST)
+        await judge.aclose()
+        assert len(scores) == 1 and server.stats.requests == 1
+    assert proxy_trap.connections == 0
+
+
+async def test_jev_judge_uses_only_an_explicit_proxy(proxy_trap: _ProxyTrap) -> None:
+    """Defect 2: the JEV judge ignores proxy variables; a proxy is its ``proxy=`` argument."""
+    with FaultServer() as server:
+        async with JEVJudge("k", base_url=server.url, max_attempts=1) as judge:
+            assert len(await judge.score(REQUEST)) == 1
+        assert server.stats.requests == 1
+        assert proxy_trap.connections == 0
+        async with JEVJudge("k", base_url=server.url, max_attempts=1, proxy=proxy_trap.url) as j:
+            with pytest.raises(JudgeError):
+                await j.score(REQUEST)
+        assert proxy_trap.connections >= 1
+        assert server.stats.requests == 1

@@ -169,6 +169,29 @@ def check_base_url(base_url: str, key_variable: str) -> None:
         )
 
 
+def new_client(
+    *,
+    timeout: float,
+    headers: Mapping[str, str],
+    transport: httpx.AsyncBaseTransport | None = None,
+    proxy: str | None = None,
+    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+) -> httpx.AsyncClient:
+    """An HTTP client that never reads proxies (or other settings) from the environment.
+
+    With ``trust_env`` on, HTTP_PROXY/HTTPS_PROXY/ALL_PROXY would route a loopback judge's
+    questions and passages to another host; a proxy is used only when passed explicitly.
+    """
+    return httpx.AsyncClient(
+        headers=dict(headers),
+        timeout=timeout,
+        transport=transport,
+        proxy=proxy,
+        trust_env=False,
+        event_hooks={name: list(hooks) for name, hooks in (event_hooks or {}).items()},
+    )
+
+
 async def post_json(
     client: httpx.AsyncClient,
     endpoint: Endpoint,

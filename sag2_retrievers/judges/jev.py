@@ -19,6 +19,7 @@ from ._http import (
     Secret,
     check_base_url,
     gather_or_cancel,
+    new_client,
     post_json,
 )
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
@@ -86,7 +87,8 @@ class JEVJudge(Judge):
     under a cap shared by every call on this judge, and retried on transient failures.
     The key comes from `api_key` or the provider's variable (OPENROUTER_API_KEY or
     TYPESAFE_API_KEY). `max_attempts` and `max_retry_wait` bound the retries; `transport`
-    and `retry_sleep` let tests replace the network and the waiting.
+    and `retry_sleep` let tests replace the network and the waiting. Proxy variables in the
+    environment are ignored; pass ``proxy`` (an http(s) URL) to send through a proxy.
     """
 
     sends_data_off_machine = True
@@ -106,9 +108,13 @@ class JEVJudge(Judge):
         price_per_million_input_tokens: float = PRICE_PER_MILLION_INPUT_TOKENS,
         transport: httpx.AsyncBaseTransport | None = None,
         retry_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        proxy: str | None = None,
     ) -> None:
         super().__init__()
         settings = _provider_settings(provider)
+        if proxy is not None:
+            check_base_url(proxy, settings.key_env)
+        self._proxy = proxy
         _check_limits(max_concurrency, timeout, token_budget, price_per_million_input_tokens)
         key, key_source = _resolve_key(api_key, provider, settings)
         self._provider = provider
@@ -194,9 +200,10 @@ class JEVJudge(Judge):
         if self._current is None or self._current.loop is not loop:
             # A client's connections belong to the loop that opened them, so a new loop (such
             # as a fresh asyncio.run in a synchronous wrapper) gets its own client and slots.
-            client = httpx.AsyncClient(
+            client = new_client(
                 transport=self._transport,
                 timeout=self._timeout,
+                proxy=self._proxy,
                 headers={"Authorization": f"Bearer {self._key.reveal()}"},
             )
             self._current = _Session(loop, client, asyncio.Semaphore(self._max_concurrency))

@@ -33,6 +33,7 @@ from ._http import (
     Secret,
     check_base_url,
     gather_or_cancel,
+    new_client,
     post_json,
 )
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
@@ -65,7 +66,9 @@ class OpenAICompatJudge(Judge):
     address or 0.0.0.0, counts as off the machine. At most ``max_concurrency`` requests are in
     flight per event loop; 408, 429, 5xx, timeouts and connection errors are retried up to
     ``max_attempts`` times in all, honouring retry-after. ``retry_policy`` sets the waits
-    between attempts (its own attempt count is replaced by ``max_attempts``).
+    between attempts (its own attempt count is replaced by ``max_attempts``). Proxy variables
+    (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the machine; pass
+    ``proxy`` to use one (a non-loopback proxy makes the judge count as off-machine).
     """
 
     def __init__(
@@ -79,9 +82,13 @@ class OpenAICompatJudge(Judge):
         max_attempts: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
         retry_policy: RetryPolicy | None = None,
+        proxy: str | None = None,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
+        if proxy is not None:
+            check_base_url(proxy, API_KEY_ENV)
+        self._proxy = proxy
         self._base_url = base_url.rstrip("/")
         self._model = model
         self._max_concurrency = max_concurrency
@@ -95,7 +102,9 @@ class OpenAICompatJudge(Judge):
             key_source=f"the api_key argument or {API_KEY_ENV}",
             key=Secret(key) if key else None,
         )
-        self.sends_data_off_machine = not is_loopback_url(self._base_url)
+        self.sends_data_off_machine = not is_loopback_url(self._base_url) or (
+            proxy is not None and not is_loopback_url(proxy)
+        )
         self._sessions: dict[asyncio.AbstractEventLoop, _LoopSession] = {}
         self._sessions_lock = threading.Lock()
 
@@ -162,10 +171,11 @@ class OpenAICompatJudge(Judge):
         async def count_call(_: httpx.Request) -> None:
             self.usage.add(http_calls=1)
 
-        return httpx.AsyncClient(
+        return new_client(
             headers=headers,
             timeout=self._timeout,
             transport=self._transport,
+            proxy=self._proxy,
             event_hooks={"request": [count_call]},
         )
 
