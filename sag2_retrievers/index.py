@@ -72,6 +72,10 @@ class SQLiteIndex:
                 f"SQLiteIndex needs a file path, got {str(path)!r}: an in-memory database "
                 "would be private to each thread; use a temporary file instead"
             )
+        if settings is not None and not isinstance(settings, IndexSettings):
+            raise InvalidInputError(
+                f"settings must be an IndexSettings, got {type(settings).__name__}"
+            )
         self.path = Path(path)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
@@ -547,7 +551,10 @@ def _reconcile_settings(
     """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
     if not stored:
         return requested or IndexSettings()
-    current = IndexSettings.from_meta(stored)
+    try:
+        current = IndexSettings.from_meta(stored)
+    except IndexSettingsMismatchError as error:
+        raise IndexSettingsMismatchError(f"index {str(path)!r}: {error}") from None
     expected = (requested or current).as_meta()
     differences = [
         f"{key}: file has {stored.get(key)!r}, requested {value!r}"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from sag2_retrievers import IndexSettings
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import InvalidInputError, JudgeError
+from sag2_retrievers.errors import IndexSettingsMismatchError, InvalidInputError, JudgeError
 from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
@@ -102,3 +104,28 @@ async def test_jev_judge_uses_only_an_explicit_proxy(proxy_trap: _ProxyTrap) -> 
                 await j.score(REQUEST)
         assert proxy_trap.connections >= 1
         assert server.stats.requests == 1
+
+
+@pytest.mark.parametrize("value", [0, -5, "abc", 2.5, None, True, 10**12])
+def test_index_settings_reject_a_bad_chunk_size(value: object) -> None:
+    """Defect 3: chunk_chars=0 looped forever and bad types left an unreadable meta row."""
+    with pytest.raises(InvalidInputError, match="chunk_chars"):
+        IndexSettings(chunk_chars=value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("stored", ["0", "-1", "abc", "2.5", ""])
+def test_a_bad_setting_read_back_from_meta_is_a_mismatch(index_path: Path, stored: str) -> None:
+    """Defect 3: a corrupt meta row must fail the open clearly, not hang a later ingest."""
+    SQLiteIndex(index_path).close()
+    with sqlite3.connect(index_path) as connection:
+        connection.execute("UPDATE meta SET value = ? WHERE key = 'chunk_chars'", (stored,))
+    connection.close()
+    with pytest.raises(IndexSettingsMismatchError, match="chunk_chars"):
+        SQLiteIndex(index_path)
+
+
+def test_settings_must_be_index_settings(index_path: Path) -> None:
+    """Defect 3: a dict in place of IndexSettings is refused before the file is touched."""
+    with pytest.raises(InvalidInputError, match="IndexSettings"):
+        SQLiteIndex(index_path, {"chunk_chars": 10})  # type: ignore[arg-type]
+    assert not index_path.exists()
