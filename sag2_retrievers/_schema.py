@@ -148,9 +148,9 @@ def _setting_problem(spec: Mapping[str, Any], value: object) -> str | None:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         return f"must be {kind.__name__}, got {value!r}"
     low, high = spec["low"], spec["high"]
-    if isinstance(value, int) and not isinstance(value, bool):
-        if (low is not None and value < low) or (high is not None and value > high):
-            return f"must be within [{low}, {high}], got {value!r}"
+    numeric = isinstance(value, int) and not isinstance(value, bool)
+    if numeric and ((low is not None and value < low) or (high is not None and value > high)):
+        return f"must be within [{low}, {high}], got {value!r}"
     return None
 
 
