@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,8 @@ from sag2_retrievers.errors import IndexSettingsMismatchError, InvalidInputError
 from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
-from tests.fault_server import FaultServer
+from sag2_retrievers.judges.openai_compat import yes_probability
+from tests.fault_server import Fault, FaultPlan, FaultServer
 
 
 def test_nul_in_a_document_id_is_rejected() -> None:
@@ -129,3 +131,57 @@ def test_settings_must_be_index_settings(index_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="IndexSettings"):
         SQLiteIndex(index_path, {"chunk_chars": 10})  # type: ignore[arg-type]
     assert not index_path.exists()
+
+
+def chat_judge(server: FaultServer, **options: Any) -> OpenAICompatJudge:
+    """An OpenAI-compatible judge on the fault server that gives up after one attempt."""
+    return OpenAICompatJudge(server.url, "m", max_attempts=1, **options)
+
+
+def jev_judge(server: FaultServer, **options: Any) -> JEVJudge:
+    """A JEV judge on the fault server that gives up after one attempt."""
+    settings: dict[str, Any] = {"base_url": server.url, "max_attempts": 1}
+    settings.update(options)
+    return JEVJudge("k", **settings)
+
+
+MALFORMED_REPLIES = {
+    "deeply nested JSON": Fault("deep_json"),
+    "integer beyond float range": Fault("literal_score", literal="1" + "0" * 400),
+}
+
+
+@pytest.mark.parametrize("fault", MALFORMED_REPLIES.values(), ids=list(MALFORMED_REPLIES))
+@pytest.mark.parametrize("make_judge", [jev_judge, chat_judge], ids=["jev", "openai"])
+async def test_a_malformed_reply_is_a_judge_error(make_judge: Any, fault: Fault) -> None:
+    """Defect 4: RecursionError and OverflowError escaped, so on_judge_error could not degrade."""
+    with FaultServer(FaultPlan(script=[fault])) as server:
+        judge = make_judge(server)
+        with pytest.raises(JudgeError):
+            await judge.score(REQUEST)
+        await judge.aclose()
+        assert server.stats.requests == 1
+
+
+IMPOSSIBLE_LOGPROBS = {"NaN": "NaN", "infinity": "Infinity", "positive": "0.5", "text": '"abc"'}
+
+
+@pytest.mark.parametrize("literal", IMPOSSIBLE_LOGPROBS.values(), ids=list(IMPOSSIBLE_LOGPROBS))
+async def test_an_impossible_log_probability_is_a_judge_error(literal: str) -> None:
+    """Defect 11: such entries were dropped, so the sampled token decided with score 1.0."""
+    with FaultServer(FaultPlan(script=[Fault("literal_score", literal=literal)])) as server:
+        judge = chat_judge(server)
+        with pytest.raises(JudgeError, match="log-probability"):
+            await judge.score(REQUEST)
+        await judge.aclose()
+
+
+def test_yes_probability_rejects_impossible_log_probabilities_offline() -> None:
+    """Defect 11, without a server: every top entry must be a token with a logprob <= 0."""
+    for logprob in (float("nan"), float("inf"), 0.5, "abc", None, 10**400):
+        entry = {"token": "yes", "logprob": logprob}
+        reply = {
+            "choices": [{"logprobs": {"content": [{"token": "yes", "top_logprobs": [entry]}]}}]
+        }
+        with pytest.raises(JudgeError, match="log-probability"):
+            yes_probability(reply)

@@ -265,10 +265,31 @@ def refusal_message(endpoint: Endpoint, response: httpx.Response) -> str:
     )
 
 
+def finite_number(value: object) -> float | None:
+    """A JSON number (not a boolean) as a finite float, or None for anything else.
+
+    JSON integers are unbounded, so one too large for a float is not a usable number either.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _decode_json(endpoint: Endpoint, response: httpx.Response) -> Any:
     """Decode a successful reply's JSON body, or raise JudgeError quoting its start."""
     try:
         return response.json()
+    except RecursionError as exc:
+        raise JudgeError(
+            endpoint.describe(
+                f"HTTP {response.status_code} reply nests JSON too deeply to decode; the "
+                "service may be misbehaving"
+            )
+        ) from exc
     except ValueError as exc:
         excerpt = endpoint.excerpt(response.text)
         raise JudgeError(

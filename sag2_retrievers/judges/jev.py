@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 import httpx
 
@@ -18,6 +18,7 @@ from ._http import (
     RetryPolicy,
     Secret,
     check_base_url,
+    finite_number,
     gather_or_cancel,
     new_client,
     post_json,
@@ -335,15 +336,16 @@ def _read_noul(answer: Any, question_id: str, endpoint: Endpoint) -> float:
                 f"answer {question_id!r} is not a Noul answer: {endpoint.excerpt(answer, 200)}"
             )
         )
-    value = answer.get("noul")
-    if not _is_finite_number(value) or not 0.0 <= value <= 1.0:
+    value = finite_number(answer.get("noul"))
+    if value is None or not 0.0 <= value <= 1.0:
         raise JudgeError(
             endpoint.describe(
-                f"answer {question_id!r} has probability {endpoint.excerpt(value, 50)}; "
+                f"answer {question_id!r} has probability "
+                f"{endpoint.excerpt(answer.get('noul'), 50)}; "
                 "expected a number in [0, 1]"
             )
         )
-    return float(value)
+    return value
 
 
 def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, float | None]:
@@ -354,9 +356,10 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
             endpoint.describe(f"reply has a malformed 'usage': {endpoint.excerpt(usage, 200)}")
         )
     counts = [usage.get(name, 0) for name in ("input_tokens", "output_tokens")]
-    cost = usage.get("cost")
+    raw_cost = usage.get("cost")
+    cost = finite_number(raw_cost)
     valid_counts = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts)
-    valid_cost = cost is None or (_is_finite_number(cost) and cost >= 0)
+    valid_cost = raw_cost is None or (cost is not None and cost >= 0)
     if not (valid_counts and valid_cost):
         raise JudgeError(
             endpoint.describe(
@@ -364,12 +367,7 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
                 "expected non-negative token counts and cost"
             )
         )
-    return counts[0], counts[1], None if cost is None else float(cost)
-
-
-def _is_finite_number(value: Any) -> TypeGuard[float]:
-    """Whether value is a real JSON number (not a boolean) and finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return counts[0], counts[1], cost
 
 
 def _provider_settings(provider: str) -> ProviderSettings:

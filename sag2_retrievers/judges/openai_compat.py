@@ -32,6 +32,7 @@ from ._http import (
     RetryPolicy,
     Secret,
     check_base_url,
+    finite_number,
     gather_or_cancel,
     new_client,
     post_json,
@@ -187,7 +188,7 @@ class OpenAICompatJudge(Judge):
         self.usage.add(
             input_tokens=_count(usage.get("prompt_tokens")),
             output_tokens=_count(usage.get("completion_tokens")),
-            cost_usd=float(usage["cost"]) if _is_number(usage.get("cost")) else 0.0,
+            cost_usd=finite_number(usage.get("cost")) or 0.0,
         )
 
 
@@ -264,14 +265,25 @@ def _first_token(reply: Any) -> Mapping[str, Any]:
 
 
 def _alternatives(first: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The (token, logprob) pairs of a token record's well-formed top log-probabilities."""
-    return [
-        (entry["token"], float(entry["logprob"]))
-        for entry in first.get("top_logprobs") or []
-        if isinstance(entry, Mapping)
-        and isinstance(entry.get("token"), str)
-        and _is_number(entry.get("logprob"))
-    ]
+    """The (token, logprob) pairs of a token record's top log-probabilities, all checked.
+
+    An entry that is not a token with a finite log-probability <= 0 is refused rather than
+    skipped: skipping it could leave the sampled token to decide with a score of 0 or 1.
+    """
+    entries = first.get("top_logprobs") or []
+    if not isinstance(entries, list):
+        raise JudgeError(f"the reply's top log-probabilities are not a list: {entries!r:.80}")
+    pairs = []
+    for entry in entries:
+        token = entry.get("token") if isinstance(entry, Mapping) else None
+        logprob = finite_number(entry.get("logprob")) if isinstance(entry, Mapping) else None
+        if not isinstance(token, str) or logprob is None or logprob > 0.0:
+            raise JudgeError(
+                f"the reply holds an impossible log-probability entry {entry!r:.80}; "
+                "expected a token with a finite log-probability <= 0"
+            )
+        pairs.append((token, logprob))
+    return pairs
 
 
 def _log_total(alternatives: Sequence[tuple[str, float]], word: str) -> float | None:
@@ -303,11 +315,6 @@ def _sampled_answer(first: Mapping[str, Any]) -> float:
         f"the model answered {token!r} and neither yes nor no is among its top "
         f"{TOP_LOGPROBS} tokens; use an instruction-following model and disable thinking"
     )
-
-
-def _is_number(value: object) -> bool:
-    """Whether a JSON value is a finite number (booleans excluded)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _count(value: object) -> int:
