@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
 from collections import Counter
@@ -27,13 +26,14 @@ from ._schema import IndexSettings
 from ._sqlite import connect, json_list
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
+from .filters import FilterExpr, compile_sqlite, parse_filters
 from .fts import body_expression, or_expression, quote_term
 from .text import distinct_tokens, fold_accents, tokenize
 
-FilterValue = str | int | float | bool | None
-Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
-_FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# A flat or Chroma/PGVector-style mapping, or a parsed expression (see filters.py).
+Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
+NO_FILTER = "1"
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -300,12 +300,12 @@ class SQLiteIndex:
         self, terms: Sequence[str], limit: int | None, *, filters: Filters | None = None
     ) -> list[tuple[int, float]]:
         """(unit id, BM25 score) of units matching any term, best first, ties by unit id."""
+        conditions, values = filter_sql(filters)
         expression = or_expression(terms)
         if not expression or limit == 0:
             return []
         connection = self._connection()
-        if filters:
-            conditions, values = _filter_conditions(filters)
+        if conditions != NO_FILTER:
             statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
             params: tuple[Any, ...] = (expression, *values, -1 if limit is None else limit)
         else:
@@ -410,7 +410,7 @@ class SQLiteIndex:
 
     def allowed_units(self, filters: Filters) -> set[int]:
         """Ids of the units whose document metadata satisfies every filter (evaluated in SQLite)."""
-        conditions, values = _filter_conditions(filters)
+        conditions, values = filter_sql(filters)
         statement = sql.FILTERED_UNIT_IDS_SQL.format(conditions=conditions)
         return {int(row[0]) for row in self._connection().execute(statement, values)}
 
@@ -625,36 +625,10 @@ def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> No
     connection.execute(sql.PRUNE_DF_SQL)
 
 
-def _filter_conditions(filters: Filters) -> tuple[str, list[Any]]:
-    """SQL conditions over document metadata; keys are validated, values always bound."""
-    if not isinstance(filters, Mapping):
-        raise InvalidInputError("filters must be a mapping of metadata key to value(s)")
-    conditions: list[str] = []
-    values: list[Any] = []
-    for key, value in filters.items():
-        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise InvalidInputError(
-                f"filter key {key!r} is not allowed; use letters, digits and _ (dots for nesting)"
-            )
-        if isinstance(value, (list, tuple, set, frozenset)):
-            options = [_filter_value(key, option) for option in value]
-            conditions.append(
-                "json_extract(documents.metadata, ?) IN (SELECT value FROM json_each(?))"
-            )
-            values.extend(["$." + key, json.dumps(options)])
-        else:
-            conditions.append("json_extract(documents.metadata, ?) IS ?")
-            values.extend(["$." + key, _filter_value(key, value)])
-    return " AND ".join(conditions) or "1", values
-
-
-def _filter_value(key: str, value: object) -> FilterValue:
-    """A filter value as SQLite compares it to json_extract (booleans become 0/1)."""
-    if value is None or isinstance(value, (str, int, float)):
-        return int(value) if isinstance(value, bool) else value
-    raise InvalidInputError(
-        f"filter {key!r}: value {value!r} must be a string, number, boolean, None, or a list"
-    )
+def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
+    """The one place filters become SQL: a bound condition (`NO_FILTER` when there is none)."""
+    expr = parse_filters(filters)
+    return (NO_FILTER, []) if expr is None else compile_sqlite(expr)
 
 
 def check_limit(limit: object, name: str = "limit") -> None:
