@@ -38,6 +38,9 @@ class SAG2Config:
     instruction: str = DEFAULT_INSTRUCTION
     reassess_note: str = REASSESS_NOTE
     on_judge_error: OnJudgeError = "raise"
+    # Seconds a retrieval's rounds may take in all; past it the judging fails with JudgeError
+    # (so on_judge_error="bm25" still answers, in lexical order). None: no overall limit.
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
         """Reject settings that would make a retrieval meaningless."""
@@ -65,6 +68,13 @@ class SAG2Config:
             raise InvalidInputError(f"SAG2Config.hops must be 0, 1 or 2, got {self.hops}")
         if self.one_shot_budget is not None and self.one_shot_budget < 1:
             raise InvalidInputError("SAG2Config.one_shot_budget must be >= 1 when given")
+        deadline = self.deadline_seconds
+        if deadline is not None and not (
+            isinstance(deadline, (int, float)) and not isinstance(deadline, bool) and deadline > 0
+        ):
+            raise InvalidInputError(
+                f"SAG2Config.deadline_seconds must be a positive number or None, got {deadline!r}"
+            )
         if self.on_judge_error not in ("raise", "bm25"):
             raise InvalidInputError("SAG2Config.on_judge_error must be 'raise' or 'bm25'")
 

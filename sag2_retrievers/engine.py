@@ -134,7 +134,7 @@ class SAG2Engine:
                 state.stop_reason = "no query expression"
             else:
                 try:
-                    await self._run_rounds(state)
+                    await self._rounds_within_deadline(state)
                 except JudgeError as error:
                     if self.config.on_judge_error != "bm25":
                         raise
@@ -143,6 +143,17 @@ class SAG2Engine:
         return await asyncio.to_thread(
             self._in_snapshot, self._finish, state, top_k, spent.snapshot(), degraded
         )
+
+    async def _rounds_within_deadline(self, state: _Retrieval) -> None:
+        """Run the rounds; running past ``config.deadline_seconds`` is a JudgeError."""
+        deadline = self.config.deadline_seconds
+        try:
+            await asyncio.wait_for(self._run_rounds(state), deadline)
+        except asyncio.TimeoutError:
+            raise JudgeError(
+                f"the retrieval did not finish within its deadline of {deadline} s "
+                "(SAG2Config.deadline_seconds); the judge is too slow for it"
+            ) from None
 
     async def aclose(self) -> None:
         """Close the judge's resources and the engine's private event loop."""

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sag2_retrievers import IndexSettings
+from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import IndexSettingsMismatchError, InvalidInputError, JudgeError
 from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
+from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.judges.openai_compat import yes_probability
 from tests.fault_server import Fault, FaultPlan, FaultServer
 
@@ -135,7 +138,9 @@ def test_settings_must_be_index_settings(index_path: Path) -> None:
 
 def chat_judge(server: FaultServer, **options: Any) -> OpenAICompatJudge:
     """An OpenAI-compatible judge on the fault server that gives up after one attempt."""
-    return OpenAICompatJudge(server.url, "m", max_attempts=1, **options)
+    settings: dict[str, Any] = {"max_attempts": 1}
+    settings.update(options)
+    return OpenAICompatJudge(server.url, "m", **settings)
 
 
 def jev_judge(server: FaultServer, **options: Any) -> JEVJudge:
@@ -185,3 +190,58 @@ def test_yes_probability_rejects_impossible_log_probabilities_offline() -> None:
         }
         with pytest.raises(JudgeError, match="log-probability"):
             yes_probability(reply)
+
+
+@pytest.mark.parametrize("make_judge", [jev_judge, chat_judge], ids=["jev", "openai"])
+async def test_a_dripping_reply_is_cut_off_at_the_timeout(make_judge: Any) -> None:
+    """Defect 6: one byte every 0.3 s kept a timeout=1.0 judge alive for 82 s."""
+    with FaultServer(FaultPlan(rates=[(1.0, Fault("drip", drip_seconds=0.05))])) as server:
+        judge = make_judge(server, timeout=0.5)
+        started = time.monotonic()
+        with pytest.raises(JudgeError, match="within 0.5 s"):
+            await judge.score(REQUEST)
+        await judge.aclose()
+    assert time.monotonic() - started < 5.0
+
+
+async def test_the_request_deadline_bounds_every_retry_together() -> None:
+    """Defect 6: ``deadline`` covers all attempts and the waits between them."""
+    with FaultServer(FaultPlan(rates=[(1.0, Fault("drip", drip_seconds=0.05))])) as server:
+        judge = jev_judge(server, timeout=0.4, max_attempts=50, max_retry_wait=0.01, deadline=1.5)
+        started = time.monotonic()
+        with pytest.raises(JudgeError, match="deadline of 1.5 s"):
+            await judge.score(REQUEST)
+        await judge.aclose()
+    assert time.monotonic() - started < 5.0
+    assert 2 <= server.stats.requests <= 5
+
+
+@pytest.mark.parametrize("make_judge", [jev_judge, chat_judge], ids=["jev", "openai"])
+async def test_an_oversized_reply_fails_fast_without_retry(make_judge: Any) -> None:
+    """Defect 6: a 200 MB reply was downloaded once per attempt before failing."""
+    with FaultServer(FaultPlan(rates=[(1.0, Fault("oversized", size=3_000_000))])) as server:
+        judge = make_judge(server, max_attempts=4, max_reply_bytes=100_000)
+        with pytest.raises(JudgeError, match="larger than the limit of 100,000 bytes"):
+            await judge.score(REQUEST)
+        await judge.aclose()
+        assert server.stats.requests == 1
+
+
+async def test_a_retrieval_deadline_degrades_to_bm25(tiny_index: SQLiteIndex) -> None:
+    """Defect 6: SAG2Config.deadline_seconds bounds a retrieval's judging as a whole."""
+
+    class SlowJudge(OverlapJudge):
+        async def _score(self, request: JudgeRequest) -> list[float]:
+            await asyncio.sleep(10)
+            return await super()._score(request)
+
+    config = SAG2Config(deadline_seconds=0.2, on_judge_error="bm25")
+    engine = SAG2Engine(tiny_index, SlowJudge(), config)
+    started = time.monotonic()
+    with pytest.warns(UserWarning, match="deadline"):
+        result = await engine.aretrieve("Tolkien Oxford", 3)
+    await engine.aclose()
+    assert time.monotonic() - started < 5.0
+    assert result.hits and result.degraded
+    with pytest.raises(InvalidInputError, match="deadline_seconds"):
+        SAG2Config(deadline_seconds=0)

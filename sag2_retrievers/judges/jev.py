@@ -14,7 +14,9 @@ import httpx
 
 from ..errors import InvalidInputError, JudgeConfigurationError, JudgeError
 from ._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
+    ReplyLimits,
     RetryPolicy,
     Secret,
     check_base_url,
@@ -88,8 +90,11 @@ class JEVJudge(Judge):
     under a cap shared by every call on this judge, and retried on transient failures.
     The key comes from `api_key` or the provider's variable (OPENROUTER_API_KEY or
     TYPESAFE_API_KEY). `max_attempts` and `max_retry_wait` bound the retries; `transport`
-    and `retry_sleep` let tests replace the network and the waiting. Proxy variables in the
-    environment are ignored; pass ``proxy`` (an http(s) URL) to send through a proxy.
+    and `retry_sleep` let tests replace the network and the waiting. `timeout` bounds each
+    attempt from connecting to the reply's last byte, `deadline` (seconds, optional) a whole
+    request with its retries, and a reply over `max_reply_bytes` fails at once, unretried.
+    Proxy variables in the environment are ignored; pass ``proxy`` (an http(s) URL) to send
+    through a proxy.
     """
 
     sends_data_off_machine = True
@@ -110,6 +115,8 @@ class JEVJudge(Judge):
         transport: httpx.AsyncBaseTransport | None = None,
         retry_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         proxy: str | None = None,
+        deadline: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         settings = _provider_settings(provider)
@@ -132,6 +139,7 @@ class JEVJudge(Judge):
         self._retry = RetryPolicy(
             max_attempts=max_attempts, max_wait=max_retry_wait, sleep=retry_sleep
         )
+        self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._max_concurrency = max_concurrency
         self._timeout = timeout
         self._token_budget = token_budget
@@ -227,7 +235,9 @@ class JEVJudge(Judge):
             },
         }
         async with session.slots:
-            reply = await post_json(session.client, self._endpoint, payload, self._retry)
+            reply = await post_json(
+                session.client, self._endpoint, payload, self._retry, self._limits
+            )
         if not isinstance(reply, dict):
             raise JudgeError(
                 self._endpoint.describe(

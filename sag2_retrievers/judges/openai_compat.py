@@ -28,7 +28,9 @@ import httpx
 
 from ..errors import InvalidInputError, JudgeError
 from ._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
+    ReplyLimits,
     RetryPolicy,
     Secret,
     check_base_url,
@@ -67,9 +69,12 @@ class OpenAICompatJudge(Judge):
     address or 0.0.0.0, counts as off the machine. At most ``max_concurrency`` requests are in
     flight per event loop; 408, 429, 5xx, timeouts and connection errors are retried up to
     ``max_attempts`` times in all, honouring retry-after. ``retry_policy`` sets the waits
-    between attempts (its own attempt count is replaced by ``max_attempts``). Proxy variables
-    (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the machine; pass
-    ``proxy`` to use one (a non-loopback proxy makes the judge count as off-machine).
+    between attempts (its own attempt count is replaced by ``max_attempts``). ``timeout``
+    bounds each attempt from connecting to the reply's last byte, ``deadline`` (optional) one
+    candidate's request with its retries; a reply over ``max_reply_bytes`` fails unretried.
+    Proxy variables (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the
+    machine; pass ``proxy`` to use one (a non-loopback proxy makes the judge count as
+    off-machine).
     """
 
     def __init__(
@@ -84,6 +89,8 @@ class OpenAICompatJudge(Judge):
         transport: httpx.AsyncBaseTransport | None = None,
         retry_policy: RetryPolicy | None = None,
         proxy: str | None = None,
+        deadline: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
@@ -95,6 +102,7 @@ class OpenAICompatJudge(Judge):
         self._max_concurrency = max_concurrency
         self._timeout = timeout
         self._transport = transport
+        self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._policy = replace(retry_policy or RetryPolicy(), max_attempts=max_attempts)
         key = api_key or os.environ.get(API_KEY_ENV)
         self._endpoint = Endpoint(
@@ -144,7 +152,9 @@ class OpenAICompatJudge(Judge):
             "top_logprobs": TOP_LOGPROBS,
         }
         async with session.slots:
-            reply = await post_json(session.client, self._endpoint, payload, self._policy)
+            reply = await post_json(
+                session.client, self._endpoint, payload, self._policy, self._limits
+            )
         self._add_token_usage(reply)
         try:
             return yes_probability(reply)
