@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -245,3 +249,46 @@ async def test_a_retrieval_deadline_degrades_to_bm25(tiny_index: SQLiteIndex) ->
     assert result.hits and result.degraded
     with pytest.raises(InvalidInputError, match="deadline_seconds"):
         SAG2Config(deadline_seconds=0)
+
+
+WORKER_SCRIPT = """
+import sys, time
+from sag2_retrievers._ingest import new_executor
+executor = new_executor()
+list(executor.map(abs, range(8)))  # starts the workers
+print(" ".join(str(pid) for pid in executor._processes), flush=True)
+time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process exists and is not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/status")
+    try:
+        return "\\nState:\\tZ" not in status.read_text()
+    except OSError:
+        return not status.parent.parent.exists()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_analysis_workers_exit_when_their_parent_is_killed() -> None:
+    """Defect 7: after SIGKILL of a writer, its workers stayed alive (reparented) for good."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", WORKER_SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert parent.stdout is not None
+    workers = [int(pid) for pid in parent.stdout.readline().split()]
+    assert workers and all(_alive(pid) for pid in workers)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10.0
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in workers if _alive(pid)]
