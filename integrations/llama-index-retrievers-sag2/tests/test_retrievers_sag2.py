@@ -485,6 +485,25 @@ def test_unsupported_retriever_filters_are_refused_at_construction() -> None:
 # -- persistence ---------------------------------------------------------------------------
 
 
+def test_persisting_over_a_directory_another_retriever_has_open_keeps_its_later_writes(
+    tmp_path: Path,
+) -> None:
+    """Defect 8: the target file used to be replaced under the open connection, so the other
+    retriever's later writes went to an unlinked file and were lost."""
+    target = tmp_path / "shared"
+    with SAG2Retriever.from_defaults(documents=corpus()[:2], judge=OverlapJudge()) as first:
+        first.persist(target)
+    opened = SAG2Retriever.from_persist_dir(target, judge=OverlapJudge())
+    with SAG2Retriever.from_defaults(documents=corpus(), judge=OverlapJudge()) as second:
+        second.persist(target)
+    assert opened.sqlite_index.document_count() == len(corpus())
+    opened.add_nodes([Document(id_="late", text="A late lighthouse note.")])
+    opened.close()
+    with SAG2Retriever.from_persist_dir(target, judge=OverlapJudge()) as reloaded:
+        assert reloaded.sqlite_index.document_count() == len(corpus()) + 1
+        assert reloaded.sqlite_index.document("late") is not None
+
+
 def test_persist_and_reload_return_identical_results(tmp_path: Path) -> None:
     """Every setting that changes results survives persist/from_persist_dir."""
     config = SAG2Config(hops=1, seeds_per_round=2, expansion_terms=5)

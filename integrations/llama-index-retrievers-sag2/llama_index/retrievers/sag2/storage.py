@@ -92,20 +92,18 @@ def read_settings(directory: Path) -> RetrieverSettings:
 
 
 def copy_index(source: Path, target: Path) -> None:
-    """Copy a live index file with SQLite's online backup, then move it into place.
+    """Copy a live index file into ``target`` with SQLite's online backup API, in place.
 
     The backup is a consistent snapshot even while other connections write, and includes
-    changes still in the write-ahead log. Copying a file onto itself does nothing.
+    changes still in the write-ahead log. It writes through SQLite's locks into the target
+    database itself, never replacing the file: a retriever that has the target open sees the
+    new contents and its later writes land in that same file. Copying a file onto itself
+    does nothing.
     """
     if target.exists() and source.resolve() == target.resolve():
         return
-    partial = target.with_name(target.name + ".partial")
-    partial.unlink(missing_ok=True)
     with (
         closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS)) as origin,
-        closing(sqlite3.connect(partial)) as copy,
+        closing(sqlite3.connect(target, timeout=BUSY_TIMEOUT_SECONDS)) as copy,
     ):
         origin.backup(copy)
-    for stale in (Path(f"{target}-wal"), Path(f"{target}-shm")):
-        stale.unlink(missing_ok=True)
-    os.replace(partial, target)
