@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 import warnings
@@ -19,18 +18,19 @@ from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
 from .index import Filters, SQLiteIndex, check_limit, check_question
 from .judges.base import (
+    ALLOW_REMOTE_ENV,
     Candidate,
     ContextPassage,
     Judge,
     JudgeRequest,
     UsageSnapshot,
+    remote_judges_allowed_by_environment,
     track_usage,
 )
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .text import tokenize
 
 T = TypeVar("T")
-ALLOW_REMOTE_ENV = "SAG2_ALLOW_REMOTE_JUDGES"
 
 
 @dataclass
@@ -427,12 +427,6 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
-
-
-def remote_judges_allowed_by_environment() -> bool:
-    """False when SAG2_ALLOW_REMOTE_JUDGES is 0/false/no/off (unset means allowed)."""
-    value = os.environ.get(ALLOW_REMOTE_ENV, "1").strip().lower()
-    return value not in ("0", "false", "no", "off")
 
 
 def _check_request(question: object, top_k: object) -> None:

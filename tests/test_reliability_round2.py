@@ -19,7 +19,12 @@ import pytest
 
 from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import IndexSettingsMismatchError, InvalidInputError, JudgeError
+from sag2_retrievers.errors import (
+    IndexSettingsMismatchError,
+    InvalidInputError,
+    JudgeError,
+    RemoteJudgeRefusedError,
+)
 from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
@@ -292,3 +297,42 @@ def test_analysis_workers_exit_when_their_parent_is_killed() -> None:
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if _alive(pid)]
+
+
+async def test_remote_policy_is_enforced_when_a_judge_sends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Defect 9: a JEV judge used without an engine sent text with the policy at 0."""
+    monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", "0")
+    with FaultServer() as server:
+        async with jev_judge(server) as judge:
+            with pytest.raises(RemoteJudgeRefusedError, match="nothing was sent"):
+                await judge.score(REQUEST)
+        assert server.stats.requests == 0
+
+
+@pytest.mark.parametrize("value", ["n", "none", "disable", "nein", "2"])
+async def test_unknown_policy_values_refuse_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """Defect 9: values other than 0/false/no/off used to fail open."""
+    monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", value)
+    with FaultServer() as server:
+        async with jev_judge(server) as judge:
+            with (
+                pytest.warns(UserWarning, match="treating it as 0"),
+                pytest.raises(RemoteJudgeRefusedError),
+            ):
+                await judge.score(REQUEST)
+        assert server.stats.requests == 0
+
+
+@pytest.mark.parametrize("value", ["1", "yes", "TRUE", " on "])
+async def test_allowing_policy_values_let_a_remote_judge_send(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """The policy's allowing spellings still allow."""
+    monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", value)
+    with FaultServer() as server:
+        async with jev_judge(server) as judge:
+            assert len(await judge.score(REQUEST)) == 1
