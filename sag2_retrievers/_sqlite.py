@@ -13,11 +13,22 @@ from .errors import InvalidInputError
 BUSY_TIMEOUT_SECONDS = 30.0
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
     """An autocommit connection in WAL mode with a 30 s busy timeout, usable from any thread.
 
+    ``read_only`` opens the file as immutable (for read-only media, where SQLite could not
+    create the WAL's shared-memory file): nothing is ever written, not even a lock.
     The caller serialises its use (one connection per thread, or a lock).
     """
+    if read_only:
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        return sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,
+            check_same_thread=False,
+        )
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
     )

@@ -34,6 +34,7 @@ from .text import distinct_tokens, fold_accents, tokenize
 Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
+MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -77,6 +78,8 @@ class SQLiteIndex:
                 f"settings must be an IndexSettings, got {type(settings).__name__}"
             )
         self.path = Path(path)
+        # Files nobody may write (read-only media, permissions) are opened for search only.
+        self.read_only = not _writable(self.path)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._registry_lock = threading.Lock()
@@ -108,7 +111,7 @@ class SQLiteIndex:
                 self._local.connection = None
             raise IndexUnavailableError(f"index {str(self.path)!r} is closed; open it again")
         if connection is None:
-            connection = connect(self.path)
+            connection = connect(self.path, read_only=self.read_only)
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
             with self._registry_lock:
@@ -128,25 +131,42 @@ class SQLiteIndex:
 
     def _open(self, requested: IndexSettings | None) -> IndexSettings:
         """Create the schema or check the stored settings against the requested ones."""
+        if self.read_only and not self.path.is_file():
+            raise IndexUnavailableError(
+                f"cannot create index {str(self.path)!r}: its directory is read-only; "
+                "choose a writable path"
+            )
         try:
             connection = self._connection()
+            with self._write_lock:
+                return self._open_in(connection, requested)
         except sqlite3.DatabaseError as error:
             raise IndexUnavailableError(
-                f"{str(self.path)!r} is not a SAG2 index ({error}); choose another path"
+                f"{str(self.path)!r} is not a SAG2 index or cannot be opened ({error}); "
+                "choose another path"
             ) from error
-        with self._write_lock:
+
+    def _open_in(
+        self, connection: sqlite3.Connection, requested: IndexSettings | None
+    ) -> IndexSettings:
+        """Read (and for a new file, write) the settings inside one transaction."""
+        if self.read_only:
+            connection.execute("BEGIN")
+        else:
             connection.execute("BEGIN IMMEDIATE")
-            try:
-                stored = _read_meta(self.path, connection)
-                settings = _reconcile_settings(self.path, stored, requested)
-                if not stored:
-                    for statement in sql.CREATE_TABLES:
-                        connection.execute(statement)
-                    connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
-                connection.execute("COMMIT")
-            except BaseException:
+        try:
+            stored = _read_meta(self.path, connection)
+            settings = _reconcile_settings(self.path, stored, requested)
+            if not stored:
+                for statement in sql.CREATE_TABLES:
+                    connection.execute(statement)
+                connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
+            connection.execute("COMMIT")
+        except BaseException:
+            # A failed BEGIN or COMMIT may leave no transaction; the first error is the news.
+            if connection.in_transaction:
                 connection.execute("ROLLBACK")
-                raise
+            raise
         return settings
 
     def close(self) -> None:
@@ -252,6 +272,11 @@ class SQLiteIndex:
 
     def _transaction(self) -> _Transaction:
         """A write transaction (BEGIN IMMEDIATE) that bumps the index generation on commit."""
+        if self.read_only:
+            raise IndexUnavailableError(
+                f"index {str(self.path)!r} is read-only (the file or its directory cannot be "
+                "written); it can be searched but not changed"
+            )
         return _Transaction(self._connection(), self._write_lock)
 
     @staticmethod
@@ -570,6 +595,13 @@ def _reconcile_settings(
     return current
 
 
+def _writable(path: Path) -> bool:
+    """Whether the index file (or, for a new one, its directory) and the directory, where
+    SQLite keeps the WAL and shared-memory files, may be written."""
+    directory = path.parent
+    return os.access(directory, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
+
+
 def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
     """Refuse a bare string or bytes where a collection of ids is expected."""
     if isinstance(ids, (str, bytes)):
@@ -632,9 +664,11 @@ def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
 
 
 def check_limit(limit: object, name: str = "limit") -> None:
-    """Reject a negative or non-integer count (limit, top_k, max_tokens)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise InvalidInputError(f"{name} must be a non-negative integer, got {limit!r}")
+    """Reject a negative, non-integer or beyond-64-bit count (limit, top_k, max_tokens)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_COUNT:
+        raise InvalidInputError(
+            f"{name} must be an integer between 0 and {MAX_COUNT:,}, got {limit!r}"
+        )
 
 
 def _build_catalog(titles: Sequence[str]) -> TitleCatalog:

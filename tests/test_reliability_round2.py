@@ -21,6 +21,7 @@ from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexSettingsMismatchError,
+    IndexUnavailableError,
     InvalidInputError,
     JudgeError,
     RemoteJudgeRefusedError,
@@ -336,3 +337,76 @@ async def test_allowing_policy_values_let_a_remote_judge_send(
     with FaultServer() as server:
         async with jev_judge(server) as judge:
             assert len(await judge.score(REQUEST)) == 1
+
+
+@pytest.mark.parametrize("limit", [2**63, 10**30])
+def test_a_limit_beyond_64_bits_is_invalid_input(tiny_index: SQLiteIndex, limit: int) -> None:
+    """Defect 10: search("alpha", 2**63) raised OverflowError from sqlite3."""
+    with pytest.raises(InvalidInputError, match="limit"):
+        tiny_index.search("alpha", limit)
+    with pytest.raises(InvalidInputError, match="max_tokens"):
+        tiny_index.search("alpha", 5, max_tokens=limit)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"keep": 1.5},
+        {"keep": "10"},
+        {"keep": True},
+        {"hops": 1.0},
+        {"candidates_per_round": 10**12},
+        {"shared_context": 1},
+        {"one_shot_budget": 2.5},
+        {"instruction": None},
+        {"reassess_note": 3},
+        {"on_judge_error": "ignore"},
+        {"deadline_seconds": float("nan")},
+        {"deadline_seconds": True},
+    ],
+)
+def test_sag2_config_validates_every_field_at_construction(changes: dict[str, Any]) -> None:
+    """Defect 10: SAG2Config(keep=1.5) was accepted and failed with TypeError mid-retrieval."""
+    name = next(iter(changes))
+    with pytest.raises(InvalidInputError, match=name):
+        SAG2Config(**changes)
+
+
+def test_opening_a_device_reports_the_real_error() -> None:
+    """Defect 10: a failed ROLLBACK in _open masked the real error."""
+    with pytest.raises(IndexUnavailableError, match=r"disk I/O error|not a SAG2 index"):
+        SQLiteIndex("/dev/null")
+
+
+def test_a_read_only_index_opens_for_search(
+    index_path: Path, tiny_corpus: tuple[Document, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 10: an index on a read-only mount could not even be searched."""
+    with SQLiteIndex(index_path) as index:
+        index.add_documents(tiny_corpus, parallel=False)
+        expected = [hit.doc_id for hit in index.search("city")]
+    before = index_path.read_bytes()
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **kw: mode != os.W_OK and real_access(path, mode, **kw)
+    )
+    with SQLiteIndex(index_path) as read_only:
+        assert read_only.read_only
+        assert [hit.doc_id for hit in read_only.search("city")] == expected
+        with pytest.raises(IndexUnavailableError, match="read-only"):
+            read_only.add_documents([Document("x", "new city text")], parallel=False)
+        with pytest.raises(IndexUnavailableError, match="read-only"):
+            read_only.delete(["pku"])
+    assert index_path.read_bytes() == before
+
+
+def test_a_missing_index_on_a_read_only_directory_is_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new index cannot be created where nothing may be written: say so."""
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **kw: mode != os.W_OK and real_access(path, mode, **kw)
+    )
+    with pytest.raises(IndexUnavailableError, match="read-only"):
+        SQLiteIndex(tmp_path / "new.sqlite")
