@@ -16,7 +16,7 @@ from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .index import Filters, SQLiteIndex, check_limit, check_question
+from .index import Filters, SQLiteIndex, analysed_question, check_limit, check_question
 from .judges.base import (
     ALLOW_REMOTE_ENV,
     Candidate,
@@ -181,7 +181,7 @@ class SAG2Engine:
         allowed = self.index.allowed_units(filters) if filters else None
         state = _Retrieval(
             question,
-            frozenset(tokenize(question.replace("\x00", " "))),
+            frozenset(tokenize(analysed_question(question))),
             self.index.query_terms(question, config.max_query_tokens),
             allowed,
         )

@@ -34,6 +34,8 @@ from .text import distinct_tokens, fold_accents, tokenize
 Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
+MAX_QUESTION_CHARS = 100_000
+ANALYSED_QUESTION_CHARS = 4_000
 MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
@@ -317,8 +319,7 @@ class SQLiteIndex:
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
-        check_question(question)
-        tokens = distinct_tokens(question.replace("\x00", " "), max_tokens)
+        tokens = distinct_tokens(analysed_question(question), max_tokens)
         return list(dict.fromkeys(self.repair_terms(tokens)))
 
     def rank_expression(
@@ -530,9 +531,14 @@ class _Transaction:
 
 
 def check_question(question: object) -> None:
-    """Reject a question that is not a string or cannot be encoded as UTF-8."""
+    """Reject a question that is not a string, is too long, or cannot be encoded as UTF-8."""
     if not isinstance(question, str):
         raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise InvalidInputError(
+            f"question has {len(question):,} characters, more than the limit of "
+            f"{MAX_QUESTION_CHARS:,}; ask a shorter question"
+        )
     try:
         question.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -540,6 +546,17 @@ def check_question(question: object) -> None:
             f"question holds a character that is not valid Unicode text (a lone surrogate at "
             f"position {error.start})"
         ) from None
+
+
+def analysed_question(question: str) -> str:
+    """The part of a checked question the analyzer sees: its first `ANALYSED_QUESTION_CHARS`
+    characters, NUL read as a space.
+
+    Analysis (jieba for Han text) costs time in proportion to the text, while only the first
+    80 distinct tokens are used; cutting first keeps a huge question from costing seconds.
+    """
+    check_question(question)
+    return question[:ANALYSED_QUESTION_CHARS].replace("\x00", " ")
 
 
 def _probe_fts5() -> None:

@@ -26,7 +26,7 @@ from sag2_retrievers.errors import (
     JudgeError,
     RemoteJudgeRefusedError,
 )
-from sag2_retrievers.index import SQLiteIndex
+from sag2_retrievers.index import ANALYSED_QUESTION_CHARS, SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
 from sag2_retrievers.judges.fake import OverlapJudge
@@ -410,3 +410,23 @@ def test_a_missing_index_on_a_read_only_directory_is_reported(
     )
     with pytest.raises(IndexUnavailableError, match="read-only"):
         SQLiteIndex(tmp_path / "new.sqlite")
+
+
+def test_a_question_over_the_hard_maximum_is_refused(tiny_index: SQLiteIndex) -> None:
+    """Defect 12: search("北京" * 500_000) ran jieba over a million characters (42 s)."""
+    with pytest.raises(InvalidInputError, match="100,000"):
+        tiny_index.search("北京" * 500_000)
+    engine = SAG2Engine(tiny_index, OverlapJudge())
+    with pytest.raises(InvalidInputError, match="100,000"):
+        engine.retrieve("北京" * 500_000)
+    engine.close()
+
+
+def test_only_the_first_analysed_characters_of_a_question_are_tokenised(
+    tiny_index: SQLiteIndex,
+) -> None:
+    """Defect 12: text past ANALYSED_QUESTION_CHARS never reaches the analyzer."""
+    filler = "北京" * (ANALYSED_QUESTION_CHARS // 2)
+    assert "oxford" in tiny_index.query_terms("oxford " + filler)
+    assert "oxford" not in tiny_index.query_terms(filler + " oxford")
+    assert tiny_index.search(filler + " oxford")[0].doc_id == "pku"
