@@ -25,7 +25,12 @@ from ._ingest import (
 from ._schema import IndexSettings
 from ._sqlite import connect, json_list
 from .documents import Document, Unit
-from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
+from .errors import (
+    IndexFullError,
+    IndexSettingsMismatchError,
+    IndexUnavailableError,
+    InvalidInputError,
+)
 from .filters import FilterExpr, compile_sqlite, parse_filters
 from .fts import body_expression, or_expression, quote_term
 from .text import distinct_tokens, fold_accents, tokenize
@@ -34,6 +39,7 @@ from .text import distinct_tokens, fold_accents, tokenize
 Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
+SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
 MAX_QUESTION_CHARS = 100_000
 ANALYSED_QUESTION_CHARS = 4_000
 MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
@@ -279,7 +285,7 @@ class SQLiteIndex:
                 f"index {str(self.path)!r} is read-only (the file or its directory cannot be "
                 "written); it can be searched but not changed"
             )
-        return _Transaction(self._connection(), self._write_lock)
+        return _Transaction(self._connection(), self._write_lock, self.path)
 
     @staticmethod
     def _delete_ids(connection: sqlite3.Connection, doc_ids: list[str]) -> int:
@@ -505,10 +511,14 @@ class SQLiteIndex:
 
 
 class _Transaction:
-    """Context manager for one serialised write transaction on a connection."""
+    """Context manager for one serialised write transaction on a connection.
 
-    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock):
-        self.connection, self.lock = connection, lock
+    A full disk (SQLITE_FULL) anywhere in the transaction, its COMMIT included, rolls it back
+    and becomes an IndexFullError naming the file: the index stays as it was.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock, path: Path):
+        self.connection, self.lock, self.path = connection, lock, path
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
@@ -519,15 +529,37 @@ class _Transaction:
             raise
         return self.connection
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: object, error: BaseException | None, *rest: object) -> None:
         try:
-            if exc_type is None:
-                self.connection.execute(sql.BUMP_GENERATION_SQL)
-                self.connection.execute("COMMIT")
+            if error is None:
+                try:
+                    self.connection.execute(sql.BUMP_GENERATION_SQL)
+                    self.connection.execute("COMMIT")
+                except sqlite3.OperationalError as failure:
+                    self._roll_back()
+                    self._raise_if_full(failure)
+                    raise
             else:
-                self.connection.execute("ROLLBACK")
+                self._roll_back()
+                if isinstance(error, sqlite3.OperationalError):
+                    self._raise_if_full(error)
         finally:
             self.lock.release()
+
+    def _roll_back(self) -> None:
+        """Roll back, unless SQLite already did (it may, after SQLITE_FULL)."""
+        if self.connection.in_transaction:
+            self.connection.execute("ROLLBACK")
+
+    def _raise_if_full(self, error: sqlite3.OperationalError) -> None:
+        """Turn SQLITE_FULL into an IndexFullError saying what happened and what to do."""
+        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+        if code == SQLITE_FULL or (code is None and "is full" in str(error)):
+            raise IndexFullError(
+                f"index {str(self.path)!r}: the disk or the file's size limit is full ({error}); "
+                "nothing was written and the index is unchanged. Free space (or move the "
+                "index) and retry"
+            ) from error
 
 
 def check_question(question: object) -> None:

@@ -20,6 +20,7 @@ import pytest
 from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
+    IndexFullError,
     IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
@@ -430,3 +431,27 @@ def test_only_the_first_analysed_characters_of_a_question_are_tokenised(
     assert "oxford" in tiny_index.query_terms("oxford " + filler)
     assert "oxford" not in tiny_index.query_terms(filler + " oxford")
     assert tiny_index.search(filler + " oxford")[0].doc_id == "pku"
+
+
+def test_a_full_disk_is_a_clear_error_and_corrupts_nothing(
+    index_path: Path, tiny_corpus: tuple[Document, ...]
+) -> None:
+    """Defect 13: a full disk surfaced as a raw sqlite3.OperationalError."""
+    with SQLiteIndex(index_path) as index:
+        index.add_documents(tiny_corpus, parallel=False)
+        before = [hit.doc_id for hit in index.search("city")]
+        connection = index._connection()
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages + 2}")
+        big = [Document(f"big{n}", f"lighthouse keeper number {n} " * 3000) for n in range(5)]
+        with pytest.raises(IndexFullError, match=str(index_path)) as caught:
+            index.add_documents(big, parallel=False)
+        assert "nothing was written" in str(caught.value)
+        assert index.document_count() == len(tiny_corpus)
+        assert [hit.doc_id for hit in index.search("city")] == before
+        connection.execute("PRAGMA max_page_count = 1073741823")
+        index.add_documents(big, parallel=False)
+        assert index.document_count() == len(tiny_corpus) + len(big)
+    with sqlite3.connect(index_path) as check:
+        assert check.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    check.close()
