@@ -19,6 +19,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -44,6 +45,7 @@ from .base import Candidate, ContextPassage, Judge, JudgeRequest
 API_KEY_ENV = "SAG2_OPENAI_API_KEY"
 TOP_LOGPROBS = 20
 LOOPBACK_NAMES = frozenset({"localhost"})
+_LINE_BREAKING = re.compile("[\x7f-\x9f\u2028\u2029]")
 LOGPROBS_HELP = (
     "the judge needs token log-probabilities: use vLLM (top_logprobs up to --max-logprobs, "
     "default 20), a llama.cpp llama-server build from 2025 or later, or Ollama 0.12.11 or later"
@@ -239,8 +241,17 @@ def _context_section(context: Sequence[ContextPassage]) -> str:
 
 
 def _quote(text: str) -> str:
-    """A JSON string literal: delimited, with quotes and newlines escaped."""
-    return json.dumps(text, ensure_ascii=False)
+    """A JSON string literal: delimited, with quotes and every line break escaped.
+
+    JSON escapes only C0 controls; U+0085, U+2028 and U+2029 (and the other C1 controls)
+    also end a line for many readers, so they are escaped too and a passage stays one line.
+    """
+    return _LINE_BREAKING.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def _escape(match: re.Match[str]) -> str:
+    """The JSON escape of one character."""
+    return f"\\u{ord(match.group()):04x}"
 
 
 def yes_probability(reply: Any) -> float:
