@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError
+from .errors import IndexFullError, InvalidInputError
+
+SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
 
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -57,7 +59,20 @@ def write_many(
     try:
         connection.executemany(statement, rows)
         connection.execute("COMMIT")
-    except BaseException:
+    except BaseException as error:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
+        if isinstance(error, sqlite3.OperationalError):
+            raise_if_full(error, connection.execute("PRAGMA database_list").fetchone()[2])
         raise
+
+
+def raise_if_full(error: sqlite3.OperationalError, path: str | Path) -> None:
+    """Turn SQLITE_FULL into an IndexFullError naming the file and what to do; the caller
+    has rolled back, so nothing was written."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code == SQLITE_FULL or (code is None and "is full" in str(error)):
+        raise IndexFullError(
+            f"{str(path)!r}: the disk or the file's size limit is full ({error}); nothing was "
+            "written and the file is unchanged. Free space (or move the file) and retry"
+        ) from error

@@ -23,10 +23,9 @@ from ._ingest import (
     start_preparing,
 )
 from ._schema import IndexSettings
-from ._sqlite import connect, json_list
+from ._sqlite import connect, json_list, raise_if_full
 from .documents import Document, Unit
 from .errors import (
-    IndexFullError,
     IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
@@ -39,7 +38,6 @@ from .text import distinct_tokens, fold_accents, tokenize
 Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
-SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
 MAX_QUESTION_CHARS = 100_000
 ANALYSED_QUESTION_CHARS = 4_000
 MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
@@ -537,12 +535,12 @@ class _Transaction:
                     self.connection.execute("COMMIT")
                 except sqlite3.OperationalError as failure:
                     self._roll_back()
-                    self._raise_if_full(failure)
+                    raise_if_full(failure, self.path)
                     raise
             else:
                 self._roll_back()
                 if isinstance(error, sqlite3.OperationalError):
-                    self._raise_if_full(error)
+                    raise_if_full(error, self.path)
         finally:
             self.lock.release()
 
@@ -550,16 +548,6 @@ class _Transaction:
         """Roll back, unless SQLite already did (it may, after SQLITE_FULL)."""
         if self.connection.in_transaction:
             self.connection.execute("ROLLBACK")
-
-    def _raise_if_full(self, error: sqlite3.OperationalError) -> None:
-        """Turn SQLITE_FULL into an IndexFullError saying what happened and what to do."""
-        code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
-        if code == SQLITE_FULL or (code is None and "is full" in str(error)):
-            raise IndexFullError(
-                f"index {str(self.path)!r}: the disk or the file's size limit is full ({error}); "
-                "nothing was written and the index is unchanged. Free space (or move the "
-                "index) and retry"
-            ) from error
 
 
 def check_question(question: object) -> None:

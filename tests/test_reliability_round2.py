@@ -31,6 +31,7 @@ from sag2_retrievers.errors import (
 from sag2_retrievers.index import ANALYSED_QUESTION_CHARS, SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
+from sag2_retrievers.judges.cache import CachedJudge
 from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.judges.openai_compat import build_user_message, yes_probability
 from tests.fault_server import Fault, FaultPlan, FaultServer
@@ -471,3 +472,17 @@ def test_line_separators_in_passages_cannot_add_prompt_lines(separator: str) -> 
     )
     quoted = message.split("Text: ", 1)[1].split("\n", 1)[0]
     assert json.loads(quoted) == hostile
+
+
+async def test_a_full_disk_under_the_judgment_cache_is_a_judge_error(tmp_path: Path) -> None:
+    """Defect 13, cache side: the shared write helper reports SQLITE_FULL the same way, and the
+    cache turns it into a JudgeError, so on_judge_error="bm25" can still degrade."""
+    cached = CachedJudge(OverlapJudge(), str(tmp_path / "cache.sqlite"))
+    connection = cached._connection
+    pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    connection.execute(f"PRAGMA max_page_count = {pages}")
+    many = JudgeRequest("q", tuple(Candidate(f"t{n}", "x" * 2000 + str(n)) for n in range(50)))
+    with pytest.raises(JudgeError, match="disk or the file's size limit is full") as caught:
+        await cached.score(many)
+    assert isinstance(caught.value.__cause__, IndexFullError)
+    assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
