@@ -36,6 +36,7 @@ from sag2_retrievers import (
 )
 from sag2_retrievers import (
     IndexSettings,
+    IndexSettingsMismatchError,
     InvalidInputError,
     JudgeError,
     SAG2Config,
@@ -502,6 +503,24 @@ def test_persisting_over_a_directory_another_retriever_has_open_keeps_its_later_
     with SAG2Retriever.from_persist_dir(target, judge=OverlapJudge()) as reloaded:
         assert reloaded.sqlite_index.document_count() == len(corpus()) + 1
         assert reloaded.sqlite_index.document("late") is not None
+
+
+def test_persisting_over_an_index_with_other_settings_is_refused(tmp_path: Path) -> None:
+    """Defect 8: an open retriever would keep writing with its settings into a file whose meta
+    says otherwise, so an index built differently is never overwritten."""
+    target = tmp_path / "shared"
+    with SAG2Retriever.from_defaults(documents=corpus(), judge=OverlapJudge()) as first:
+        first.persist(target)
+    other = IndexSettings(chunk_chars=500)
+    with (
+        SAG2Retriever.from_defaults(
+            documents=corpus(), judge=OverlapJudge(), index_settings=other
+        ) as second,
+        pytest.raises(IndexSettingsMismatchError, match="other settings"),
+    ):
+        second.persist(target)
+    with SAG2Retriever.from_persist_dir(target, judge=OverlapJudge()) as reloaded:
+        assert reloaded.sqlite_index.settings == IndexSettings()
 
 
 def test_persist_and_reload_return_identical_results(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from sag2_retrievers import InvalidInputError, SAG2Config
+from sag2_retrievers import IndexSettingsMismatchError, InvalidInputError, SAG2Config
 
 INDEX_FILE = "sag2_index.sqlite"
 SETTINGS_FILE = "sag2_retriever.json"
@@ -102,8 +102,31 @@ def copy_index(source: Path, target: Path) -> None:
     """
     if target.exists() and source.resolve() == target.resolve():
         return
+    if target.exists():
+        _check_same_settings(source, target)
     with (
         closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS)) as origin,
         closing(sqlite3.connect(target, timeout=BUSY_TIMEOUT_SECONDS)) as copy,
     ):
         origin.backup(copy)
+
+
+def _check_same_settings(source: Path, target: Path) -> None:
+    """Refuse to overwrite an index built with other settings: a retriever holding it open
+    would go on writing with its own settings into a file whose meta says otherwise."""
+    stored = [_meta(path) for path in (source, target)]
+    if stored[1] is not None and stored[0] != stored[1]:
+        raise IndexSettingsMismatchError(
+            f"{target} holds an index built with other settings; persist to another directory, "
+            "or delete that one first (after closing every retriever that has it open)"
+        )
+
+
+def _meta(path: Path) -> dict[str, str] | None:
+    """An index file's meta rows without the write counter, or None for a non-index file."""
+    with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)) as connection:
+        try:
+            rows = connection.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.DatabaseError:
+            return None
+    return {key: value for key, value in rows if key != "generation"}
