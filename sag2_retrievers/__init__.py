@@ -5,6 +5,7 @@ from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
 from .errors import (
+    IndexFullError,
     IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
@@ -24,6 +25,7 @@ __all__ = [
     "ContextPassage",
     "Document",
     "Filters",
+    "IndexFullError",
     "IndexSettings",
     "IndexSettingsMismatchError",
     "IndexUnavailableError",

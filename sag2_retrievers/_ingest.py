@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -13,6 +15,7 @@ from .markdown import find_headings, unit_heading
 from .text import analyze_body, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
+PARENT_CHECK_SECONDS = 1.0
 SENTENCE_SEPARATOR = "\n"
 TERM_SEPARATOR = "\t"
 
@@ -93,8 +96,32 @@ def worker_count() -> int:
 
 
 def new_executor() -> Executor:
-    """A process pool for analysis; the caller shuts it down."""
-    return ProcessPoolExecutor(max_workers=worker_count())
+    """A process pool for analysis whose workers exit if the writer dies; the caller shuts it
+    down otherwise."""
+    return ProcessPoolExecutor(max_workers=worker_count(), initializer=watch_parent)
+
+
+def watch_parent() -> None:
+    """In a worker: start a daemon thread that ends this process once its parent is gone.
+
+    A SIGKILLed writer cannot shut its pool down, and its workers, blocked on the task queue
+    (whose write end they inherited), would wait for ever.
+    """
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Wait on the parent's sentinel (any platform), checking the parent pid (POSIX) too."""
+    parent = multiprocessing.parent_process()
+    while True:
+        if parent is not None:
+            parent.join(PARENT_CHECK_SECONDS)  # returns early when the parent's sentinel closes
+            if not parent.is_alive():
+                os._exit(1)
+        else:
+            threading.Event().wait(PARENT_CHECK_SECONDS)
+        if os.getppid() != parent_pid:  # reparented: the parent died
+            os._exit(1)
 
 
 def _prepare_one(title: str, heading: str, text: str, chunk_chars: int) -> PreparedDocument:

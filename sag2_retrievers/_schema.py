@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
+from .errors import IndexSettingsMismatchError, InvalidInputError
 from .text import ANALYZER_VERSION, STOPWORDS
 
 SCHEMA_VERSION = "2"
@@ -89,15 +92,31 @@ BUMP_GENERATION_SQL = """
 GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
 
 
+def setting(default: Any, kind: type, *, low: int | None = None, high: int | None = None) -> Any:
+    """A settings field that records its type and allowed range, checked for every value."""
+    return field(default=default, metadata={"kind": kind, "low": low, "high": high})
+
+
 @dataclass(frozen=True)
 class IndexSettings:
-    """Every setting that changes retrieval results; stored in ``meta`` and checked on open."""
+    """Every setting that changes retrieval results; stored in ``meta`` and checked on open.
 
-    chunk_chars: int = 2200
+    Each field is declared with `setting` (type and range), so construction and reading back
+    from meta validate every field the same way; a new setting needs only its declaration.
+    """
+
+    chunk_chars: int = setting(2200, int, low=20, high=10_000_000)
+
+    def __post_init__(self) -> None:
+        """Reject a value of the wrong type or outside its range, naming the field."""
+        for spec in fields(self):
+            problem = _setting_problem(spec.metadata, getattr(self, spec.name))
+            if problem:
+                raise InvalidInputError(f"IndexSettings.{spec.name} {problem}")
 
     def as_meta(self) -> dict[str, str]:
         """The settings, plus the fixed analyzer and scoring versions, as meta rows."""
-        rows = {key: str(value) for key, value in asdict(self).items()}
+        rows = {key: _meta_text(value) for key, value in asdict(self).items()}
         rows.update(
             schema_version=SCHEMA_VERSION,
             analyzer_version=ANALYZER_VERSION,
@@ -109,6 +128,46 @@ class IndexSettings:
         return rows
 
     @classmethod
-    def from_meta(cls, meta: dict[str, str]) -> IndexSettings:
-        """Read the user-settable part back from meta rows."""
-        return cls(chunk_chars=int(meta["chunk_chars"]))
+    def from_meta(cls, meta: Mapping[str, str]) -> IndexSettings:
+        """Read the user-settable part back from meta rows; a bad row is a settings mismatch."""
+        values: dict[str, Any] = {}
+        for spec in fields(cls):
+            stored = meta.get(spec.name)
+            value = _parse_meta(spec.metadata["kind"], stored)
+            problem = _setting_problem(spec.metadata, value)
+            if stored is None or problem:
+                raise IndexSettingsMismatchError(
+                    f"the file's meta row {spec.name}={stored!r} is not a valid setting "
+                    f"({problem or 'missing'}); rebuild the index"
+                )
+            values[spec.name] = value
+        return cls(**values)
+
+
+def _setting_problem(spec: Mapping[str, Any], value: object) -> str | None:
+    """Why a value does not fit its setting's declared type and range, or None when it does."""
+    kind = spec["kind"]
+    # bool is an int subclass; neither may stand for the other.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        return f"must be {kind.__name__}, got {value!r}"
+    low, high = spec["low"], spec["high"]
+    numeric = isinstance(value, int) and not isinstance(value, bool)
+    if numeric and ((low is not None and value < low) or (high is not None and value > high)):
+        return f"must be within [{low}, {high}], got {value!r}"
+    return None
+
+
+def _meta_text(value: object) -> str:
+    """How a setting's value is written to meta (booleans as 1/0)."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
+
+
+def _parse_meta(kind: type, stored: str | None) -> object:
+    """A meta row's text as the setting's type, or the text itself when it does not parse."""
+    if stored is None or kind is str:
+        return stored
+    try:
+        number = int(stored)
+    except ValueError:
+        return stored
+    return bool(number) if kind is bool and number in (0, 1) else number

@@ -2,25 +2,53 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .errors import IndexFullError, InvalidInputError
+
+SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
+
 BUSY_TIMEOUT_SECONDS = 30.0
 
 
-def connect(path: str | Path) -> sqlite3.Connection:
+def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
     """An autocommit connection in WAL mode with a 30 s busy timeout, usable from any thread.
 
+    ``read_only`` opens the file as immutable (for read-only media, where SQLite could not
+    create the WAL's shared-memory file): nothing is ever written, not even a lock.
     The caller serialises its use (one connection per thread, or a lock).
     """
+    if read_only:
+        uri = Path(path).resolve().as_uri() + "?mode=ro&immutable=1"
+        return sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=BUSY_TIMEOUT_SECONDS,
+            isolation_level=None,
+            check_same_thread=False,
+        )
     connection = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
     )
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection
+
+
+def json_list(values: Iterable[Any], what: str) -> str:
+    """Values as one JSON array for ``json_each(?)``; strings holding NUL are refused.
+
+    SQLite's json_each ends a string at an escaped NUL, so "a\\u0000b" would match "a".
+    """
+    items = list(values)
+    for item in items:
+        if isinstance(item, str) and "\x00" in item:
+            raise InvalidInputError(f"{what} {item!r} contains a NUL character")
+    return json.dumps(items)
 
 
 def write_many(
@@ -31,7 +59,20 @@ def write_many(
     try:
         connection.executemany(statement, rows)
         connection.execute("COMMIT")
-    except BaseException:
+    except BaseException as error:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
+        if isinstance(error, sqlite3.OperationalError):
+            raise_if_full(error, connection.execute("PRAGMA database_list").fetchone()[2])
         raise
+
+
+def raise_if_full(error: sqlite3.OperationalError, path: str | Path) -> None:
+    """Turn SQLITE_FULL into an IndexFullError naming the file and what to do; the caller
+    has rolled back, so nothing was written."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code == SQLITE_FULL or (code is None and "is full" in str(error)):
+        raise IndexFullError(
+            f"{str(path)!r}: the disk or the file's size limit is full ({error}); nothing was "
+            "written and the file is unchanged. Free space (or move the file) and retry"
+        ) from error

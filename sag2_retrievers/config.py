@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Literal
+import math
+import types
+import typing
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
 
 from .errors import InvalidInputError
 from .judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE
@@ -41,9 +44,19 @@ class SAG2Config:
     instruction: str = DEFAULT_INSTRUCTION
     reassess_note: str = REASSESS_NOTE
     on_judge_error: OnJudgeError = "raise"
+    # Seconds a retrieval's rounds may take in all; past it the judging fails with JudgeError
+    # (so on_judge_error="bm25" still answers, in lexical order). None: no overall limit.
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        """Reject settings that would make a retrieval meaningless."""
+        """Reject settings of the wrong type, or that would make a retrieval meaningless."""
+        hints = typing.get_type_hints(SAG2Config)
+        for spec in fields(self):
+            if not _fits(getattr(self, spec.name), hints[spec.name]):
+                raise InvalidInputError(
+                    f"SAG2Config.{spec.name} must be {_describe(hints[spec.name])}, "
+                    f"got {getattr(self, spec.name)!r}"
+                )
         positive = (
             "candidates_per_round",
             "seeds_per_round",
@@ -69,6 +82,11 @@ class SAG2Config:
             raise InvalidInputError(f"SAG2Config.hops must be 0, 1 or 2, got {self.hops}")
         if self.one_shot_budget is not None and self.one_shot_budget < 1:
             raise InvalidInputError("SAG2Config.one_shot_budget must be >= 1 when given")
+        if self.deadline_seconds is not None and not self.deadline_seconds > 0:
+            raise InvalidInputError(
+                "SAG2Config.deadline_seconds must be a positive number of seconds or None, "
+                f"got {self.deadline_seconds!r}"
+            )
         if self.on_judge_error not in ("raise", "bm25"):
             raise InvalidInputError("SAG2Config.on_judge_error must be 'raise' or 'bm25'")
 
@@ -85,3 +103,34 @@ class SAG2Config:
         final = min(self.final_pool_size, first_expansion + self.seeds_per_round)
         rounds = [self.candidates_per_round, first_expansion, final]
         return sum(rounds[: self.hops + 1])
+
+
+MAX_COUNT = 2**31 - 1  # any count beyond this is a mistake, and LIMIT must stay in 64 bits
+
+
+def _fits(value: object, hint: Any) -> bool:
+    """Whether a value has a field's declared type (bool is not an int; counts are bounded)."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return type(value) is int and abs(value) <= MAX_COUNT
+    if hint is float:
+        valid = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return valid and math.isfinite(value)  # type: ignore[arg-type]
+    return type(value) is hint
+
+
+def _describe(hint: Any) -> str:
+    """A field's declared type in words, for error messages."""
+    if typing.get_origin(hint) is Literal:
+        return "one of " + ", ".join(repr(option) for option in typing.get_args(hint))
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(option) for option in typing.get_args(hint))
+    if hint is int:
+        return f"an integer up to {MAX_COUNT:,}"
+    return "None" if hint is type(None) else f"a {hint.__name__}"

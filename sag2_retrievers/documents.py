@@ -42,6 +42,9 @@ class Document:
         """Reject documents the index could not store faithfully, naming the document."""
         if not isinstance(self.id, str) or not self.id.strip():
             raise InvalidInputError(f"document id must be a non-empty string, got {self.id!r}")
+        if "\x00" in self.id:
+            # SQLite's json_each (used to bind id lists) would cut the id at the NUL.
+            raise InvalidInputError(f"document id {self.id!r} contains a NUL character")
         _require_encodable(self.id, "id", self.id)
         for name in ("text", "title", "heading"):
             value = getattr(self, name)

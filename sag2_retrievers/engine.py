@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import threading
 import time
 import warnings
@@ -19,13 +18,15 @@ from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .index import Filters, SQLiteIndex, check_limit, check_question
+from .index import Filters, SQLiteIndex, analysed_question, check_limit, check_question
 from .judges.base import (
+    ALLOW_REMOTE_ENV,
     Candidate,
     ContextPassage,
     Judge,
     JudgeRequest,
     UsageSnapshot,
+    remote_judges_allowed_by_environment,
     track_usage,
 )
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
@@ -34,7 +35,6 @@ from .text import tokenize
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
 RoundCallback = Callable[[RoundTrace], Awaitable[None] | None]
-ALLOW_REMOTE_ENV = "SAG2_ALLOW_REMOTE_JUDGES"
 
 
 @dataclass
@@ -154,7 +154,7 @@ class SAG2Engine:
                 state.stop_reason = "no query expression"
             else:
                 try:
-                    await self._run_rounds(state, on_round)
+                    await self._rounds_within_deadline(state, on_round)
                 except JudgeError as error:
                     if self.config.on_judge_error != "bm25":
                         raise
@@ -163,6 +163,19 @@ class SAG2Engine:
         return await asyncio.to_thread(
             self._in_snapshot, self._finish, state, top_k, spent.snapshot(), degraded
         )
+
+    async def _rounds_within_deadline(
+        self, state: _Retrieval, on_round: RoundCallback | None
+    ) -> None:
+        """Run the rounds; running past ``config.deadline_seconds`` is a JudgeError."""
+        deadline = self.config.deadline_seconds
+        try:
+            await asyncio.wait_for(self._run_rounds(state, on_round), deadline)
+        except asyncio.TimeoutError:
+            raise JudgeError(
+                f"the retrieval did not finish within its deadline of {deadline} s "
+                "(SAG2Config.deadline_seconds); the judge is too slow for it"
+            ) from None
 
     async def aclose(self) -> None:
         """Close the judge's resources and the engine's private event loop."""
@@ -190,7 +203,7 @@ class SAG2Engine:
         allowed = self.index.allowed_units(filters) if filters else None
         state = _Retrieval(
             question,
-            frozenset(tokenize(question.replace("\x00", " "))),
+            frozenset(tokenize(analysed_question(question))),
             self.index.query_terms(question, config.max_query_tokens),
             allowed,
         )
@@ -445,12 +458,6 @@ class _LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()
-
-
-def remote_judges_allowed_by_environment() -> bool:
-    """False when SAG2_ALLOW_REMOTE_JUDGES is 0/false/no/off (unset means allowed)."""
-    value = os.environ.get(ALLOW_REMOTE_ENV, "1").strip().lower()
-    return value not in ("0", "false", "no", "off")
 
 
 def _check_request(question: object, top_k: object) -> None:

@@ -19,6 +19,10 @@ class IndexUnavailableError(SAG2Error):
     """SQLite lacks a feature the index needs (FTS5), or the file is not a SAG2 index."""
 
 
+class IndexFullError(SAG2Error):
+    """The disk, or a size limit on the index file, is full: the write was rolled back."""
+
+
 class JudgeError(SAG2Error):
     """A judge could not produce valid scores: refused, malformed answer, retries exhausted."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import threading
 from collections import Counter
@@ -24,16 +23,24 @@ from ._ingest import (
     start_preparing,
 )
 from ._schema import IndexSettings
-from ._sqlite import connect
+from ._sqlite import connect, json_list, raise_if_full
 from .documents import Document, Unit
-from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
+from .errors import (
+    IndexSettingsMismatchError,
+    IndexUnavailableError,
+    InvalidInputError,
+)
+from .filters import FilterExpr, compile_sqlite, parse_filters
 from .fts import body_expression, or_expression, quote_term
 from .text import distinct_tokens, fold_accents, tokenize
 
-FilterValue = str | int | float | bool | None
-Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
-_FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# A flat or Chroma/PGVector-style mapping, or a parsed expression (see filters.py).
+Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
+NO_FILTER = "1"
+MAX_QUESTION_CHARS = 100_000
+ANALYSED_QUESTION_CHARS = 4_000
+MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -83,8 +90,14 @@ class SQLiteIndex:
                 f"SQLiteIndex needs a file path, got {str(path)!r}: an in-memory database "
                 "would be private to each thread; use a temporary file instead"
             )
+        if settings is not None and not isinstance(settings, IndexSettings):
+            raise InvalidInputError(
+                f"settings must be an IndexSettings, got {type(settings).__name__}"
+            )
         self.path = Path(path)
         _check_location(self.path, create)
+        # Files nobody may write (read-only media, permissions) are opened for search only.
+        self.read_only = not _writable(self.path)
         self._local = threading.local()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._registry_lock = threading.Lock()
@@ -120,7 +133,7 @@ class SQLiteIndex:
                 self._local.connection = None
             raise IndexUnavailableError(f"index {str(self.path)!r} is closed; open it again")
         if connection is None:
-            connection = connect(self.path)
+            connection = connect(self.path, read_only=self.read_only)
             connection.execute("PRAGMA foreign_keys = ON")
             self._local.connection = connection
             with self._registry_lock:
@@ -140,30 +153,47 @@ class SQLiteIndex:
 
     def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
         """Create the schema or check the stored settings against the requested ones."""
+        if self.read_only and not self.path.is_file():
+            raise IndexUnavailableError(
+                f"cannot create index {str(self.path)!r}: its directory is read-only; "
+                "choose a writable path"
+            )
         try:
             connection = self._connection()
+            with self._write_lock:
+                return self._open_in(connection, requested, create)
         except sqlite3.DatabaseError as error:
             raise IndexUnavailableError(
-                f"{str(self.path)!r} is not a SAG2 index ({error}); choose another path"
+                f"{str(self.path)!r} is not a SAG2 index or cannot be opened ({error}); "
+                "choose another path"
             ) from error
-        with self._write_lock:
+
+    def _open_in(
+        self, connection: sqlite3.Connection, requested: IndexSettings | None, create: bool
+    ) -> IndexSettings:
+        """Read (and for a new file, write) the settings inside one transaction."""
+        if self.read_only:
+            connection.execute("BEGIN")
+        else:
             connection.execute("BEGIN IMMEDIATE")
-            try:
-                stored = _read_meta(self.path, connection)
-                if not stored and not create:
-                    raise IndexUnavailableError(
-                        f"{str(self.path)!r} holds no SAG2 index; build it first "
-                        "(open it with create=True, or run `sag2 index`)"
-                    )
-                settings = _reconcile_settings(self.path, stored, requested)
-                if not stored:
-                    for statement in sql.CREATE_TABLES:
-                        connection.execute(statement)
-                    connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
-                connection.execute("COMMIT")
-            except BaseException:
+        try:
+            stored = _read_meta(self.path, connection)
+            if not stored and not create:
+                raise IndexUnavailableError(
+                    f"{str(self.path)!r} holds no SAG2 index; build it first "
+                    "(open it with create=True, or run `sag2 index`)"
+                )
+            settings = _reconcile_settings(self.path, stored, requested)
+            if not stored:
+                for statement in sql.CREATE_TABLES:
+                    connection.execute(statement)
+                connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
+            connection.execute("COMMIT")
+        except BaseException:
+            # A failed BEGIN or COMMIT may leave no transaction; the first error is the news.
+            if connection.in_transaction:
                 connection.execute("ROLLBACK")
-                raise
+            raise
         return settings
 
     def close(self) -> None:
@@ -269,15 +299,20 @@ class SQLiteIndex:
 
     def _transaction(self) -> _Transaction:
         """A write transaction (BEGIN IMMEDIATE) that bumps the index generation on commit."""
-        return _Transaction(self._connection(), self._write_lock)
+        if self.read_only:
+            raise IndexUnavailableError(
+                f"index {str(self.path)!r} is read-only (the file or its directory cannot be "
+                "written); it can be searched but not changed"
+            )
+        return _Transaction(self._connection(), self._write_lock, self.path)
 
     @staticmethod
     def _delete_ids(connection: sqlite3.Connection, doc_ids: list[str]) -> int:
         """Remove the given documents' FTS rows, units and document rows."""
-        ids_json = json.dumps(doc_ids)
+        ids_json = json_list(doc_ids, "document id")
         unit_ids = [row[0] for row in connection.execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids_json,))]
         _subtract_body_df(connection, unit_ids)
-        connection.execute(sql.DELETE_FTS_SQL, (json.dumps(unit_ids),))
+        connection.execute(sql.DELETE_FTS_SQL, (json_list(unit_ids, "unit id"),))
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
 
@@ -309,20 +344,19 @@ class SQLiteIndex:
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
-        check_question(question)
-        tokens = distinct_tokens(question.replace("\x00", " "), max_tokens)
+        tokens = distinct_tokens(analysed_question(question), max_tokens)
         return list(dict.fromkeys(self.repair_terms(tokens)))
 
     def rank_expression(
         self, terms: Sequence[str], limit: int | None, *, filters: Filters | None = None
     ) -> list[tuple[int, float]]:
         """(unit id, BM25 score) of units matching any term, best first, ties by unit id."""
+        conditions, values = filter_sql(filters)
         expression = or_expression(terms)
         if not expression or limit == 0:
             return []
         connection = self._connection()
-        if filters:
-            conditions, values = _filter_conditions(filters)
+        if conditions != NO_FILTER:
             statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
             params: tuple[Any, ...] = (expression, *values, -1 if limit is None else limit)
         else:
@@ -353,7 +387,8 @@ class SQLiteIndex:
         tokens = [t for t in unique if " " not in t]
         phrases = [(t, body_expression(t)) for t in unique if " " in t]
         df = dict.fromkeys(unique, 0)
-        df.update(self._connection().execute(sql.TOKEN_DF_SQL, (json.dumps(tokens),)).fetchall())
+        stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
+        df.update(stored.fetchall())
         df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
         return {term: int(count) for term, count in df.items()}
 
@@ -381,7 +416,7 @@ class SQLiteIndex:
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._connection().execute(sql.EXPANSION_SQL, (json.dumps(list(unit_ids)),))
+        rows = self._connection().execute(sql.EXPANSION_SQL, (json_list(unit_ids, "unit id"),))
         return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
 
     def hits(self, ranked: Sequence[tuple[int, float]]) -> list[SearchHit]:
@@ -405,8 +440,8 @@ class SQLiteIndex:
         """Fetch units, cutting their text from each source document read once (one snapshot)."""
         with self.snapshot():
             connection = self._connection()
-            rows = connection.execute(sql.UNITS_SQL, (json.dumps(list(unit_ids)),)).fetchall()
-            doc_ids = json.dumps(list({row[1] for row in rows}))
+            rows = connection.execute(sql.UNITS_SQL, (json_list(unit_ids, "unit id"),)).fetchall()
+            doc_ids = json_list({row[1] for row in rows}, "document id")
             texts = dict(connection.execute(sql.DOCUMENT_TEXTS_SQL, (doc_ids,)).fetchall())
         return {
             int(unit_id): Unit(
@@ -433,7 +468,7 @@ class SQLiteIndex:
 
     def allowed_units(self, filters: Filters) -> set[int]:
         """Ids of the units whose document metadata satisfies every filter (evaluated in SQLite)."""
-        conditions, values = _filter_conditions(filters)
+        conditions, values = filter_sql(filters)
         statement = sql.FILTERED_UNIT_IDS_SQL.format(conditions=conditions)
         return {int(row[0]) for row in self._connection().execute(statement, values)}
 
@@ -449,7 +484,7 @@ class SQLiteIndex:
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of the given documents, keyed by id."""
         ids = list(_id_collection(doc_ids, "doc_ids"))
-        rows = self._connection().execute(sql.METADATA_SQL, (json.dumps(ids),))
+        rows = self._connection().execute(sql.METADATA_SQL, (json_list(ids, "document id"),))
         return {doc_id: json.loads(metadata) for doc_id, metadata in rows}
 
     # -- lexical repair --------------------------------------------------------------------
@@ -502,10 +537,14 @@ class SQLiteIndex:
 
 
 class _Transaction:
-    """Context manager for one serialised write transaction on a connection."""
+    """Context manager for one serialised write transaction on a connection.
 
-    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock):
-        self.connection, self.lock = connection, lock
+    A full disk (SQLITE_FULL) anywhere in the transaction, its COMMIT included, rolls it back
+    and becomes an IndexFullError naming the file: the index stays as it was.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, lock: threading.Lock, path: Path):
+        self.connection, self.lock, self.path = connection, lock, path
 
     def __enter__(self) -> sqlite3.Connection:
         self.lock.acquire()
@@ -516,15 +555,27 @@ class _Transaction:
             raise
         return self.connection
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: object, error: BaseException | None, *rest: object) -> None:
         try:
-            if exc_type is None:
-                self.connection.execute(sql.BUMP_GENERATION_SQL)
-                self.connection.execute("COMMIT")
+            if error is None:
+                try:
+                    self.connection.execute(sql.BUMP_GENERATION_SQL)
+                    self.connection.execute("COMMIT")
+                except sqlite3.OperationalError as failure:
+                    self._roll_back()
+                    raise_if_full(failure, self.path)
+                    raise
             else:
-                self.connection.execute("ROLLBACK")
+                self._roll_back()
+                if isinstance(error, sqlite3.OperationalError):
+                    raise_if_full(error, self.path)
         finally:
             self.lock.release()
+
+    def _roll_back(self) -> None:
+        """Roll back, unless SQLite already did (it may, after SQLITE_FULL)."""
+        if self.connection.in_transaction:
+            self.connection.execute("ROLLBACK")
 
 
 def remove_index_files(path: str | os.PathLike[str]) -> None:
@@ -534,9 +585,14 @@ def remove_index_files(path: str | os.PathLike[str]) -> None:
 
 
 def check_question(question: object) -> None:
-    """Reject a question that is not a string or cannot be encoded as UTF-8."""
+    """Reject a question that is not a string, is too long, or cannot be encoded as UTF-8."""
     if not isinstance(question, str):
         raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise InvalidInputError(
+            f"question has {len(question):,} characters, more than the limit of "
+            f"{MAX_QUESTION_CHARS:,}; ask a shorter question"
+        )
     try:
         question.encode("utf-8")
     except UnicodeEncodeError as error:
@@ -544,6 +600,17 @@ def check_question(question: object) -> None:
             f"question holds a character that is not valid Unicode text (a lone surrogate at "
             f"position {error.start})"
         ) from None
+
+
+def analysed_question(question: str) -> str:
+    """The part of a checked question the analyzer sees: its first `ANALYSED_QUESTION_CHARS`
+    characters, NUL read as a space.
+
+    Analysis (jieba for Han text) costs time in proportion to the text, while only the first
+    80 distinct tokens are used; cutting first keeps a huge question from costing seconds.
+    """
+    check_question(question)
+    return question[:ANALYSED_QUESTION_CHARS].replace("\x00", " ")
 
 
 def _probe_fts5() -> None:
@@ -598,7 +665,10 @@ def _reconcile_settings(
     """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
     if not stored:
         return requested or IndexSettings()
-    current = IndexSettings.from_meta(stored)
+    try:
+        current = IndexSettings.from_meta(stored)
+    except IndexSettingsMismatchError as error:
+        raise IndexSettingsMismatchError(f"index {str(path)!r}: {error}") from None
     expected = (requested or current).as_meta()
     differences = [
         f"{key}: file has {stored.get(key)!r}, requested {value!r}"
@@ -612,6 +682,13 @@ def _reconcile_settings(
             + "); open it with matching settings or rebuild it"
         )
     return current
+
+
+def _writable(path: Path) -> bool:
+    """Whether the index file (or, for a new one, its directory) and the directory, where
+    SQLite keeps the WAL and shared-memory files, may be written."""
+    directory = path.parent
+    return os.access(directory, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))
 
 
 def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
@@ -665,48 +742,24 @@ def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> No
     if not unit_ids:
         return
     counts: Counter[str] = Counter()
-    for (body,) in connection.execute(sql.BODIES_SQL, (json.dumps(unit_ids),)):
+    for (body,) in connection.execute(sql.BODIES_SQL, (json_list(unit_ids, "unit id"),)):
         counts.update(set(body.split()))
     connection.executemany(sql.SUBTRACT_DF_SQL, ((n, term) for term, n in counts.items()))
     connection.execute(sql.PRUNE_DF_SQL)
 
 
-def _filter_conditions(filters: Filters) -> tuple[str, list[Any]]:
-    """SQL conditions over document metadata; keys are validated, values always bound."""
-    if not isinstance(filters, Mapping):
-        raise InvalidInputError("filters must be a mapping of metadata key to value(s)")
-    conditions: list[str] = []
-    values: list[Any] = []
-    for key, value in filters.items():
-        if not isinstance(key, str) or not _FILTER_KEY.fullmatch(key):
-            raise InvalidInputError(
-                f"filter key {key!r} is not allowed; use letters, digits and _ (dots for nesting)"
-            )
-        if isinstance(value, (list, tuple, set, frozenset)):
-            options = [_filter_value(key, option) for option in value]
-            conditions.append(
-                "json_extract(documents.metadata, ?) IN (SELECT value FROM json_each(?))"
-            )
-            values.extend(["$." + key, json.dumps(options)])
-        else:
-            conditions.append("json_extract(documents.metadata, ?) IS ?")
-            values.extend(["$." + key, _filter_value(key, value)])
-    return " AND ".join(conditions) or "1", values
-
-
-def _filter_value(key: str, value: object) -> FilterValue:
-    """A filter value as SQLite compares it to json_extract (booleans become 0/1)."""
-    if value is None or isinstance(value, (str, int, float)):
-        return int(value) if isinstance(value, bool) else value
-    raise InvalidInputError(
-        f"filter {key!r}: value {value!r} must be a string, number, boolean, None, or a list"
-    )
+def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
+    """The one place filters become SQL: a bound condition (`NO_FILTER` when there is none)."""
+    expr = parse_filters(filters)
+    return (NO_FILTER, []) if expr is None else compile_sqlite(expr)
 
 
 def check_limit(limit: object, name: str = "limit") -> None:
-    """Reject a negative or non-integer count (limit, top_k, max_tokens)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise InvalidInputError(f"{name} must be a non-negative integer, got {limit!r}")
+    """Reject a negative, non-integer or beyond-64-bit count (limit, top_k, max_tokens)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_COUNT:
+        raise InvalidInputError(
+            f"{name} must be an integer between 0 and {MAX_COUNT:,}, got {limit!r}"
+        )
 
 
 def _build_catalog(titles: Sequence[str]) -> TitleCatalog:

@@ -19,6 +19,7 @@ import select
 import socket
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +39,12 @@ FaultKind = Literal[
     "missing_answer",
     "out_of_range",
     "not_noul",
+    "deep_json",
+    "literal_score",
+    "drip",
+    "oversized",
 ]
+LITERAL_MARK = "__literal_score__"
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,11 @@ class Fault:
 
     ``status`` is the HTTP status of a ``"status"`` or ``"echo_key"`` fault, ``retry_after``
     the header sent with it, and ``echo_offset`` the characters of padding an ``"echo_key"``
-    body puts before the echoed Authorization header.
+    body puts before the echoed Authorization header. ``"deep_json"`` answers JSON nested far
+    deeper than a decoder's recursion limit; ``"literal_score"`` puts the raw JSON text
+    ``literal`` (``NaN``, ``1e999``, a 400-digit integer, ...) where the first score goes (the
+    Noul probability, or the chat reply's "yes" log-probability); ``"drip"`` sends the correct
+    reply one byte every ``drip_seconds``; ``"oversized"`` pads a correct reply to ``size`` bytes.
     """
 
     kind: FaultKind = "ok"
@@ -55,6 +65,9 @@ class Fault:
     delay: float = 0.0
     retry_after: str | None = None
     echo_offset: int = 0
+    literal: str = ""
+    drip_seconds: float = 0.0
+    size: int = 0
 
     @property
     def label(self) -> str:
@@ -277,6 +290,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(200, payload[: len(payload) // 2], None)
         elif fault.kind == "cut_connection":
             self._write_cut(payload)
+        elif fault.kind == "deep_json":
+            self._write(200, b"[" * 100_000 + b"]" * 100_000, None)
+        elif fault.kind == "literal_score":
+            literal = fault.literal.encode()
+            self._write(200, payload.replace(f'"{LITERAL_MARK}"'.encode(), literal, 1), None)
+        elif fault.kind == "drip":
+            self._write_drip(payload, fault.drip_seconds)
+        elif fault.kind == "oversized":
+            padding = b" " * max(0, fault.size - len(payload))
+            self._write(200, payload[:-1] + padding + payload[-1:], None)
         else:
             self._write(200, payload, None)
 
@@ -290,6 +313,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header("Retry-After", retry_after)
             self.end_headers()
             self.wfile.write(payload)
+        except OSError:
+            self.close_connection = True
+
+    def _write_drip(self, payload: bytes, seconds: float) -> None:
+        """A complete response whose body arrives one byte at a time, ``seconds`` apart."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.flush()
+            for position in range(len(payload)):
+                time.sleep(seconds)
+                self.wfile.write(payload[position : position + 1])
+                self.wfile.flush()
         except OSError:
             self.close_connection = True
 
@@ -324,6 +362,8 @@ def _jev_reply(body: Mapping[str, Any], fault: Fault) -> dict[str, Any]:
         answers[first] = {"type": "noul", "noul": 1.5}
     elif fault.kind == "not_noul":
         answers[first] = {"type": "yes_no", "answer": True}
+    elif fault.kind == "literal_score":
+        answers[first] = {"type": "noul", "noul": LITERAL_MARK}
     size = len(json.dumps(body))
     return {
         "model": f"{body.get('model', '')}-fault-server",
@@ -338,10 +378,12 @@ def _chat_reply(body: Mapping[str, Any], fault: Fault) -> dict[str, Any]:
         return {"choices": []}
     probability = message_score(body["messages"][-1]["content"])
     token = "yes" if probability >= 0.5 else "no"
-    alternatives = [
+    alternatives: list[dict[str, Any]] = [
         {"token": "yes", "logprob": math.log(probability)},
         {"token": "no", "logprob": math.log(1.0 - probability)},
     ]
+    if fault.kind == "literal_score":
+        alternatives[0]["logprob"] = LITERAL_MARK
     first = {"token": token, "logprob": math.log(max(probability, 1.0 - probability))}
     return {
         "choices": [{"logprobs": {"content": [{**first, "top_logprobs": alternatives}]}}],

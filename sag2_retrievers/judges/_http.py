@@ -25,6 +25,7 @@ REDACTED = "[redacted]"
 TRANSIENT_STATUSES = frozenset({408, 429})
 TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 BODY_EXCERPT_CHARS = 300
+DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
 
 _STATUS_HINTS = {
     400: "the service rejected the request as malformed; check the model name and request size",
@@ -131,6 +132,31 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class ReplyLimits:
+    """Bounds on one judge request, so a slow or huge reply cannot hold a retrieval hostage.
+
+    ``attempt_seconds`` covers one attempt from connecting to the last byte (a server
+    dripping bytes cannot extend it); ``total_seconds`` covers every attempt and the waits
+    between them (None: only the attempts bound it); ``max_bytes`` is the largest reply body
+    read, and a larger one fails at once, without retry.
+    """
+
+    attempt_seconds: float
+    total_seconds: float | None = None
+    max_bytes: int = DEFAULT_MAX_REPLY_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("attempt_seconds", "total_seconds"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise InvalidInputError(f"{name} must be a positive number of seconds, got {value}")
+        if not isinstance(self.max_bytes, int) or self.max_bytes < 1:
+            raise InvalidInputError(
+                f"max_reply_bytes must be a positive integer, got {self.max_bytes}"
+            )
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """Where to send requests and how to talk about the service in errors, without its key."""
 
@@ -169,11 +195,35 @@ def check_base_url(base_url: str, key_variable: str) -> None:
         )
 
 
+def new_client(
+    *,
+    timeout: float,
+    headers: Mapping[str, str],
+    transport: httpx.AsyncBaseTransport | None = None,
+    proxy: str | None = None,
+    event_hooks: Mapping[str, list[Callable[..., Any]]] | None = None,
+) -> httpx.AsyncClient:
+    """An HTTP client that never reads proxies (or other settings) from the environment.
+
+    With ``trust_env`` on, HTTP_PROXY/HTTPS_PROXY/ALL_PROXY would route a loopback judge's
+    questions and passages to another host; a proxy is used only when passed explicitly.
+    """
+    return httpx.AsyncClient(
+        headers=dict(headers),
+        timeout=timeout,
+        transport=transport,
+        proxy=proxy,
+        trust_env=False,
+        event_hooks={name: list(hooks) for name, hooks in (event_hooks or {}).items()},
+    )
+
+
 async def post_json(
     client: httpx.AsyncClient,
     endpoint: Endpoint,
     payload: Mapping[str, Any],
     policy: RetryPolicy,
+    limits: ReplyLimits,
 ) -> Any:
     """POST a JSON payload, retrying transient failures, and return the decoded JSON reply."""
     retrying = tenacity.AsyncRetrying(
@@ -185,7 +235,9 @@ async def post_json(
         reraise=True,
     )
     try:
-        response: httpx.Response = await retrying(_attempt_post, client, endpoint, payload)
+        response: httpx.Response = await asyncio.wait_for(
+            retrying(_attempt_post, client, endpoint, payload, limits), limits.total_seconds
+        )
     except TransientHTTPFailure as failure:
         raise JudgeError(
             endpoint.describe(
@@ -194,17 +246,34 @@ async def post_json(
                 "concurrency."
             )
         ) from failure
+    except asyncio.TimeoutError as error:
+        raise JudgeError(
+            endpoint.describe(
+                f"no usable reply within the request deadline of {limits.total_seconds} s "
+                "(retries included); raise the judge's deadline or check the service"
+            )
+        ) from error
     if not response.is_success:
         raise JudgeError(refusal_message(endpoint, response))
     return _decode_json(endpoint, response)
 
 
 async def _attempt_post(
-    client: httpx.AsyncClient, endpoint: Endpoint, payload: Mapping[str, Any]
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    payload: Mapping[str, Any],
+    limits: ReplyLimits,
 ) -> httpx.Response:
-    """Send once; raise TransientHTTPFailure for failures a retry may cure."""
+    """Send once and read the reply within the attempt's deadline and size limit; raise
+    TransientHTTPFailure for failures a retry may cure."""
     try:
-        response = await client.post(endpoint.url, json=payload)
+        return await asyncio.wait_for(
+            _send_and_read(client, endpoint, payload, limits.max_bytes), limits.attempt_seconds
+        )
+    except asyncio.TimeoutError as exc:
+        raise TransientHTTPFailure(
+            f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
+        ) from exc
     except TRANSIENT_TRANSPORT_ERRORS as exc:
         raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
     except httpx.HTTPError as exc:
@@ -213,10 +282,52 @@ async def _attempt_post(
                 f"could not send the request ({type(exc).__name__}: {exc}); check the base URL"
             )
         ) from exc
-    if is_transient_status(response.status_code):
-        retry_after = parse_retry_after(response.headers.get("retry-after"))
-        raise TransientHTTPFailure(f"HTTP {response.status_code}", retry_after)
-    return response
+
+
+async def _send_and_read(
+    client: httpx.AsyncClient, endpoint: Endpoint, payload: Mapping[str, Any], max_bytes: int
+) -> httpx.Response:
+    """One request with its reply read in full (within the size limit), as a plain Response."""
+    async with client.stream("POST", endpoint.url, json=payload) as streamed:
+        if is_transient_status(streamed.status_code):
+            retry_after = parse_retry_after(streamed.headers.get("retry-after"))
+            raise TransientHTTPFailure(f"HTTP {streamed.status_code}", retry_after)
+        body = await _read_limited(endpoint, streamed, max_bytes)
+    # The body is already decoded, so the encoding headers must not make httpx decode it again.
+    headers = [
+        (name, value)
+        for name, value in streamed.headers.multi_items()
+        if name.lower() not in ("content-encoding", "content-length", "transfer-encoding")
+    ]
+    return httpx.Response(
+        streamed.status_code, headers=headers, content=body, request=streamed.request
+    )
+
+
+async def _read_limited(endpoint: Endpoint, response: httpx.Response, max_bytes: int) -> bytes:
+    """The reply body, refused (JudgeError, no retry) as soon as it exceeds ``max_bytes``."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise _too_large(endpoint, max_bytes)
+    chunks: list[bytes] = []
+    received = 0
+    # Counting decoded bytes also bounds a compressed reply that inflates past the limit.
+    async for chunk in response.aiter_bytes():
+        received += len(chunk)
+        if received > max_bytes:
+            raise _too_large(endpoint, max_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(endpoint: Endpoint, max_bytes: int) -> JudgeError:
+    """The error for a reply over the size limit."""
+    return JudgeError(
+        endpoint.describe(
+            f"reply is larger than the limit of {max_bytes:,} bytes; the service is "
+            "misbehaving, or raise max_reply_bytes"
+        )
+    )
 
 
 def _log_retry(endpoint: Endpoint, policy: RetryPolicy, state: tenacity.RetryCallState) -> None:
@@ -242,10 +353,31 @@ def refusal_message(endpoint: Endpoint, response: httpx.Response) -> str:
     )
 
 
+def finite_number(value: object) -> float | None:
+    """A JSON number (not a boolean) as a finite float, or None for anything else.
+
+    JSON integers are unbounded, so one too large for a float is not a usable number either.
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _decode_json(endpoint: Endpoint, response: httpx.Response) -> Any:
     """Decode a successful reply's JSON body, or raise JudgeError quoting its start."""
     try:
         return response.json()
+    except RecursionError as exc:
+        raise JudgeError(
+            endpoint.describe(
+                f"HTTP {response.status_code} reply nests JSON too deeply to decode; the "
+                "service may be misbehaving"
+            )
+        ) from exc
     except ValueError as exc:
         excerpt = endpoint.excerpt(response.text)
         raise JudgeError(

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .._sqlite import connect, write_many
-from ..errors import JudgeError
+from ..errors import IndexFullError, JudgeError
 from .base import Candidate, Judge, JudgeRequest, UsageSnapshot
 
 # Bump when the key's ingredients change, so old rows are never mistaken for new ones.
@@ -189,7 +189,7 @@ class CachedJudge(Judge):
         with self._lock:
             try:
                 write_many(self._connection, UPSERT_JUDGMENT, rows)
-            except sqlite3.Error as error:
+            except (sqlite3.Error, IndexFullError) as error:
                 raise JudgeError(
                     f"could not write judgments to the cache: {error}; check that the cache "
                     "file is writable and not locked by a long transaction"

@@ -8,17 +8,21 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 import httpx
 
 from ..errors import InvalidInputError, JudgeConfigurationError, JudgeError
 from ._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
+    ReplyLimits,
     RetryPolicy,
     Secret,
     check_base_url,
+    finite_number,
     gather_or_cancel,
+    new_client,
     post_json,
 )
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
@@ -86,7 +90,11 @@ class JEVJudge(Judge):
     under a cap shared by every call on this judge, and retried on transient failures.
     The key comes from `api_key` or the provider's variable (OPENROUTER_API_KEY or
     TYPESAFE_API_KEY). `max_attempts` and `max_retry_wait` bound the retries; `transport`
-    and `retry_sleep` let tests replace the network and the waiting.
+    and `retry_sleep` let tests replace the network and the waiting. `timeout` bounds each
+    attempt from connecting to the reply's last byte, `deadline` (seconds, optional) a whole
+    request with its retries, and a reply over `max_reply_bytes` fails at once, unretried.
+    Proxy variables in the environment are ignored; pass ``proxy`` (an http(s) URL) to send
+    through a proxy.
     """
 
     sends_data_off_machine = True
@@ -106,9 +114,15 @@ class JEVJudge(Judge):
         price_per_million_input_tokens: float = PRICE_PER_MILLION_INPUT_TOKENS,
         transport: httpx.AsyncBaseTransport | None = None,
         retry_sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        proxy: str | None = None,
+        deadline: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         settings = _provider_settings(provider)
+        if proxy is not None:
+            check_base_url(proxy, settings.key_env)
+        self._proxy = proxy
         _check_limits(max_concurrency, timeout, token_budget, price_per_million_input_tokens)
         key, key_source = _resolve_key(api_key, provider, settings)
         self._provider = provider
@@ -125,6 +139,7 @@ class JEVJudge(Judge):
         self._retry = RetryPolicy(
             max_attempts=max_attempts, max_wait=max_retry_wait, sleep=retry_sleep
         )
+        self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._max_concurrency = max_concurrency
         self._timeout = timeout
         self._token_budget = token_budget
@@ -194,9 +209,10 @@ class JEVJudge(Judge):
         if self._current is None or self._current.loop is not loop:
             # A client's connections belong to the loop that opened them, so a new loop (such
             # as a fresh asyncio.run in a synchronous wrapper) gets its own client and slots.
-            client = httpx.AsyncClient(
+            client = new_client(
                 transport=self._transport,
                 timeout=self._timeout,
+                proxy=self._proxy,
                 headers={"Authorization": f"Bearer {self._key.reveal()}"},
             )
             self._current = _Session(loop, client, asyncio.Semaphore(self._max_concurrency))
@@ -219,7 +235,9 @@ class JEVJudge(Judge):
             },
         }
         async with session.slots:
-            reply = await post_json(session.client, self._endpoint, payload, self._retry)
+            reply = await post_json(
+                session.client, self._endpoint, payload, self._retry, self._limits
+            )
         if not isinstance(reply, dict):
             raise JudgeError(
                 self._endpoint.describe(
@@ -328,15 +346,16 @@ def _read_noul(answer: Any, question_id: str, endpoint: Endpoint) -> float:
                 f"answer {question_id!r} is not a Noul answer: {endpoint.excerpt(answer, 200)}"
             )
         )
-    value = answer.get("noul")
-    if not _is_finite_number(value) or not 0.0 <= value <= 1.0:
+    value = finite_number(answer.get("noul"))
+    if value is None or not 0.0 <= value <= 1.0:
         raise JudgeError(
             endpoint.describe(
-                f"answer {question_id!r} has probability {endpoint.excerpt(value, 50)}; "
+                f"answer {question_id!r} has probability "
+                f"{endpoint.excerpt(answer.get('noul'), 50)}; "
                 "expected a number in [0, 1]"
             )
         )
-    return float(value)
+    return value
 
 
 def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, float | None]:
@@ -347,9 +366,10 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
             endpoint.describe(f"reply has a malformed 'usage': {endpoint.excerpt(usage, 200)}")
         )
     counts = [usage.get(name, 0) for name in ("input_tokens", "output_tokens")]
-    cost = usage.get("cost")
+    raw_cost = usage.get("cost")
+    cost = finite_number(raw_cost)
     valid_counts = all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts)
-    valid_cost = cost is None or (_is_finite_number(cost) and cost >= 0)
+    valid_cost = raw_cost is None or (cost is not None and cost >= 0)
     if not (valid_counts and valid_cost):
         raise JudgeError(
             endpoint.describe(
@@ -357,12 +377,7 @@ def read_usage(reply: Mapping[str, Any], endpoint: Endpoint) -> tuple[int, int, 
                 "expected non-negative token counts and cost"
             )
         )
-    return counts[0], counts[1], None if cost is None else float(cost)
-
-
-def _is_finite_number(value: Any) -> TypeGuard[float]:
-    """Whether value is a real JSON number (not a boolean) and finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return counts[0], counts[1], cost
 
 
 def _provider_settings(provider: str) -> ProviderSettings:

@@ -19,6 +19,7 @@ import ipaddress
 import json
 import math
 import os
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -28,11 +29,15 @@ import httpx
 
 from ..errors import InvalidInputError, JudgeError
 from ._http import (
+    DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
+    ReplyLimits,
     RetryPolicy,
     Secret,
     check_base_url,
+    finite_number,
     gather_or_cancel,
+    new_client,
     post_json,
 )
 from .base import Candidate, ContextPassage, Judge, JudgeRequest
@@ -40,6 +45,7 @@ from .base import Candidate, ContextPassage, Judge, JudgeRequest
 API_KEY_ENV = "SAG2_OPENAI_API_KEY"
 TOP_LOGPROBS = 20
 LOOPBACK_NAMES = frozenset({"localhost"})
+_LINE_BREAKING = re.compile("[\x7f-\x9f\u2028\u2029]")
 LOGPROBS_HELP = (
     "the judge needs token log-probabilities: use vLLM (top_logprobs up to --max-logprobs, "
     "default 20), a llama.cpp llama-server build from 2025 or later, or Ollama 0.12.11 or later"
@@ -65,7 +71,12 @@ class OpenAICompatJudge(Judge):
     address or 0.0.0.0, counts as off the machine. At most ``max_concurrency`` requests are in
     flight per event loop; 408, 429, 5xx, timeouts and connection errors are retried up to
     ``max_attempts`` times in all, honouring retry-after. ``retry_policy`` sets the waits
-    between attempts (its own attempt count is replaced by ``max_attempts``).
+    between attempts (its own attempt count is replaced by ``max_attempts``). ``timeout``
+    bounds each attempt from connecting to the reply's last byte, ``deadline`` (optional) one
+    candidate's request with its retries; a reply over ``max_reply_bytes`` fails unretried.
+    Proxy variables (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the
+    machine; pass ``proxy`` to use one (a non-loopback proxy makes the judge count as
+    off-machine).
     """
 
     def __init__(
@@ -79,14 +90,21 @@ class OpenAICompatJudge(Judge):
         max_attempts: int = 4,
         transport: httpx.AsyncBaseTransport | None = None,
         retry_policy: RetryPolicy | None = None,
+        proxy: str | None = None,
+        deadline: float | None = None,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
+        if proxy is not None:
+            check_base_url(proxy, API_KEY_ENV)
+        self._proxy = proxy
         self._base_url = base_url.rstrip("/")
         self._model = model
         self._max_concurrency = max_concurrency
         self._timeout = timeout
         self._transport = transport
+        self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._policy = replace(retry_policy or RetryPolicy(), max_attempts=max_attempts)
         key = api_key or os.environ.get(API_KEY_ENV)
         self._endpoint = Endpoint(
@@ -95,7 +113,9 @@ class OpenAICompatJudge(Judge):
             key_source=f"the api_key argument or {API_KEY_ENV}",
             key=Secret(key) if key else None,
         )
-        self.sends_data_off_machine = not is_loopback_url(self._base_url)
+        self.sends_data_off_machine = not is_loopback_url(self._base_url) or (
+            proxy is not None and not is_loopback_url(proxy)
+        )
         self._sessions: dict[asyncio.AbstractEventLoop, _LoopSession] = {}
         self._sessions_lock = threading.Lock()
 
@@ -134,7 +154,9 @@ class OpenAICompatJudge(Judge):
             "top_logprobs": TOP_LOGPROBS,
         }
         async with session.slots:
-            reply = await post_json(session.client, self._endpoint, payload, self._policy)
+            reply = await post_json(
+                session.client, self._endpoint, payload, self._policy, self._limits
+            )
         self._add_token_usage(reply)
         try:
             return yes_probability(reply)
@@ -162,10 +184,11 @@ class OpenAICompatJudge(Judge):
         async def count_call(_: httpx.Request) -> None:
             self.usage.add(http_calls=1)
 
-        return httpx.AsyncClient(
+        return new_client(
             headers=headers,
             timeout=self._timeout,
             transport=self._transport,
+            proxy=self._proxy,
             event_hooks={"request": [count_call]},
         )
 
@@ -177,7 +200,7 @@ class OpenAICompatJudge(Judge):
         self.usage.add(
             input_tokens=_count(usage.get("prompt_tokens")),
             output_tokens=_count(usage.get("completion_tokens")),
-            cost_usd=float(usage["cost"]) if _is_number(usage.get("cost")) else 0.0,
+            cost_usd=finite_number(usage.get("cost")) or 0.0,
         )
 
 
@@ -218,8 +241,17 @@ def _context_section(context: Sequence[ContextPassage]) -> str:
 
 
 def _quote(text: str) -> str:
-    """A JSON string literal: delimited, with quotes and newlines escaped."""
-    return json.dumps(text, ensure_ascii=False)
+    """A JSON string literal: delimited, with quotes and every line break escaped.
+
+    JSON escapes only C0 controls; U+0085, U+2028 and U+2029 (and the other C1 controls)
+    also end a line for many readers, so they are escaped too and a passage stays one line.
+    """
+    return _LINE_BREAKING.sub(_escape, json.dumps(text, ensure_ascii=False))
+
+
+def _escape(match: re.Match[str]) -> str:
+    """The JSON escape of one character."""
+    return f"\\u{ord(match.group()):04x}"
 
 
 def yes_probability(reply: Any) -> float:
@@ -254,14 +286,25 @@ def _first_token(reply: Any) -> Mapping[str, Any]:
 
 
 def _alternatives(first: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The (token, logprob) pairs of a token record's well-formed top log-probabilities."""
-    return [
-        (entry["token"], float(entry["logprob"]))
-        for entry in first.get("top_logprobs") or []
-        if isinstance(entry, Mapping)
-        and isinstance(entry.get("token"), str)
-        and _is_number(entry.get("logprob"))
-    ]
+    """The (token, logprob) pairs of a token record's top log-probabilities, all checked.
+
+    An entry that is not a token with a finite log-probability <= 0 is refused rather than
+    skipped: skipping it could leave the sampled token to decide with a score of 0 or 1.
+    """
+    entries = first.get("top_logprobs") or []
+    if not isinstance(entries, list):
+        raise JudgeError(f"the reply's top log-probabilities are not a list: {entries!r:.80}")
+    pairs = []
+    for entry in entries:
+        token = entry.get("token") if isinstance(entry, Mapping) else None
+        logprob = finite_number(entry.get("logprob")) if isinstance(entry, Mapping) else None
+        if not isinstance(token, str) or logprob is None or logprob > 0.0:
+            raise JudgeError(
+                f"the reply holds an impossible log-probability entry {entry!r:.80}; "
+                "expected a token with a finite log-probability <= 0"
+            )
+        pairs.append((token, logprob))
+    return pairs
 
 
 def _log_total(alternatives: Sequence[tuple[str, float]], word: str) -> float | None:
@@ -293,11 +336,6 @@ def _sampled_answer(first: Mapping[str, Any]) -> float:
         f"the model answered {token!r} and neither yes nor no is among its top "
         f"{TOP_LOGPROBS} tokens; use an instruction-following model and disable thinking"
     )
-
-
-def _is_number(value: object) -> bool:
-    """Whether a JSON value is a finite number (booleans excluded)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _count(value: object) -> int:

@@ -127,7 +127,12 @@ class SAG2Retriever(BaseRetriever):
         docs = retriever.invoke("Where was the designer of the Eiffel Tower born?")
         docs[0].id, docs[0].metadata["score"], docs[0].metadata["start_index"]
         retriever.invoke("Who designed the tower?", k=1, filter={"title": "Eiffel Tower"})
+        retriever.invoke("Who designed it?", filter={"$or": [{"lang": "fr"}, {"n": {"$lt": 3}}]})
         ```
+
+        ``filter`` takes a flat mapping (``{"lang": "fr"}``, a list meaning any of) or the
+        Chroma/PGVector dialect (``$eq $ne $gt $gte $lt $lte $in $nin``, ``$and``, ``$or``),
+        evaluated inside SQLite before ranking; see ``sag2_retrievers.filters``.
 
         Each result's ``metadata`` is the stored metadata plus ``score`` (the judge's
         probability), ``doc_id``, ``start_index`` / ``end_index`` (offsets of

@@ -36,6 +36,7 @@ from sag2_retrievers import (
 )
 from sag2_retrievers import (
     IndexSettings,
+    IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
     JudgeError,
@@ -403,29 +404,67 @@ def test_filters_on_several_keys_must_all_hold(retriever: SAG2Retriever) -> None
     assert [r.node.node_id for r in results] == ["dijon"]
 
 
+def test_operators_conditions_and_nesting_map_onto_the_core_filters(
+    retriever: SAG2Retriever,
+) -> None:
+    """NE, NIN, ranges, OR and nested groups select exactly the nodes the rule allows."""
+
+    def groups(*items: MetadataFilter | MetadataFilters, condition: str = "and") -> set[str]:
+        filters = MetadataFilters(filters=list(items), condition=FilterCondition(condition))
+        found = retriever.retrieve(SAG2QueryBundle(QUESTION, filters=filters))
+        return {r.node.metadata["group"] for r in found}
+
+    everything = groups()
+    assert len(everything) > 1
+    assert groups(MetadataFilter(key="group", value="a", operator=FilterOperator.NE)) == (
+        everything - {"a"}
+    )
+    assert groups(MetadataFilter(key="group", value=["a"], operator=FilterOperator.NIN)) == (
+        everything - {"a"}
+    )
+    assert groups(
+        MetadataFilter(key="group", value="a", operator=FilterOperator.GTE),
+        MetadataFilter(key="group", value="a", operator=FilterOperator.LTE),
+    ) == {"a"}
+    assert groups(MetadataFilter(key="group", value="a", operator=FilterOperator.GT)) == (
+        everything - {"a"}
+    )
+    assert groups(MetadataFilter(key="group", value="b", operator=FilterOperator.LT)) == {"a"}
+    either = [MetadataFilter(key="group", value=g) for g in ("a", "b")]
+    assert groups(*either, condition="or") == {"a", "b"} & everything
+    nested = MetadataFilters(filters=either, condition=FilterCondition.OR)
+    assert groups(nested, MetadataFilter(key="group", value="b", operator=FilterOperator.NE)) == (
+        {"a"}
+    )
+
+
+def test_a_metadata_key_with_a_dot_is_matched_literally() -> None:
+    """LlamaIndex keys are flat: "file.name" is one key, not a path into "file"."""
+    documents = [
+        Document(id_="x", text="Lighthouse keeper.", metadata={"file.name": "x.txt"}),
+        Document(id_="y", text="Lighthouse keeper too.", metadata={"file": {"name": "x.txt"}}),
+    ]
+    filters = MetadataFilters(filters=[MetadataFilter(key="file.name", value="x.txt")])
+    with SAG2Retriever.from_defaults(documents=documents, judge=OverlapJudge()) as retriever:
+        found = retriever.retrieve(SAG2QueryBundle("lighthouse keeper", filters=filters))
+    assert [r.node.node_id for r in found] == ["x"]
+
+
 @pytest.mark.parametrize(
     "filters",
     [
         MetadataFilters(
-            filters=[MetadataFilter(key="group", value="a", operator=FilterOperator.NE)]
-        ),
-        MetadataFilters(filters=[MetadataFilter(key="year", value=3, operator=FilterOperator.GT)]),
-        MetadataFilters(
-            filters=[
-                MetadataFilter(key="group", value="a"),
-                MetadataFilter(key="group", value="b"),
-            ],
-            condition=FilterCondition.OR,
-        ),
-        MetadataFilters(
             filters=[MetadataFilter(key="group", value="a")], condition=FilterCondition.NOT
         ),
-        MetadataFilters(filters=[MetadataFilters(filters=[MetadataFilter(key="g", value="a")])]),
         MetadataFilters(filters=[MetadataFilter(key="group", value=["a"])]),
         MetadataFilters(
             filters=[MetadataFilter(key="group", value="a", operator=FilterOperator.IN)]
         ),
-        MetadataFilters(filters=[MetadataFilter(key="bad key", value="a")]),
+        MetadataFilters(
+            filters=[MetadataFilter(key="group", value="a", operator=FilterOperator.CONTAINS)]
+        ),
+        MetadataFilters(filters=[MetadataFilter(key='bad"key', value="a")]),
+        MetadataFilters(filters=[MetadataFilter(key="year", value=float("nan"))]),
     ],
 )
 def test_unsupported_filters_raise_instead_of_post_filtering(
@@ -439,13 +478,50 @@ def test_unsupported_filters_raise_instead_of_post_filtering(
 def test_unsupported_retriever_filters_are_refused_at_construction() -> None:
     """A bad filter set is reported when the retriever is built, not at the first query."""
     filters = MetadataFilters(
-        filters=[MetadataFilter(key="group", value="a", operator=FilterOperator.NIN)]
+        filters=[MetadataFilter(key="group", value="a", operator=FilterOperator.CONTAINS)]
     )
-    with pytest.raises(InvalidInputError, match="NIN"):
+    with pytest.raises(InvalidInputError, match="CONTAINS"):
         SAG2Retriever.from_defaults(judge=OverlapJudge(), filters=filters)
 
 
 # -- persistence ---------------------------------------------------------------------------
+
+
+def test_persisting_over_a_directory_another_retriever_has_open_keeps_its_later_writes(
+    tmp_path: Path,
+) -> None:
+    """Defect 8: the target file used to be replaced under the open connection, so the other
+    retriever's later writes went to an unlinked file and were lost."""
+    target = tmp_path / "shared"
+    with SAG2Retriever.from_defaults(documents=corpus()[:2], judge=OverlapJudge()) as first:
+        first.persist(target)
+    opened = SAG2Retriever.from_persist_dir(target, judge=OverlapJudge())
+    with SAG2Retriever.from_defaults(documents=corpus(), judge=OverlapJudge()) as second:
+        second.persist(target)
+    assert opened.sqlite_index.document_count() == len(corpus())
+    opened.add_nodes([Document(id_="late", text="A late lighthouse note.")])
+    opened.close()
+    with SAG2Retriever.from_persist_dir(target, judge=OverlapJudge()) as reloaded:
+        assert reloaded.sqlite_index.document_count() == len(corpus()) + 1
+        assert reloaded.sqlite_index.document("late") is not None
+
+
+def test_persisting_over_an_index_with_other_settings_is_refused(tmp_path: Path) -> None:
+    """Defect 8: an open retriever would keep writing with its settings into a file whose meta
+    says otherwise, so an index built differently is never overwritten."""
+    target = tmp_path / "shared"
+    with SAG2Retriever.from_defaults(documents=corpus(), judge=OverlapJudge()) as first:
+        first.persist(target)
+    other = IndexSettings(chunk_chars=500)
+    with (
+        SAG2Retriever.from_defaults(
+            documents=corpus(), judge=OverlapJudge(), index_settings=other
+        ) as second,
+        pytest.raises(IndexSettingsMismatchError, match="other settings"),
+    ):
+        second.persist(target)
+    with SAG2Retriever.from_persist_dir(target, judge=OverlapJudge()) as reloaded:
+        assert reloaded.sqlite_index.settings == IndexSettings()
 
 
 def test_persist_and_reload_return_identical_results(tmp_path: Path) -> None:

@@ -288,6 +288,30 @@ def test_filter_finds_matches_beyond_the_unfiltered_top_k(tmp_path: Path) -> Non
     assert [doc.page_content for doc in filtered] == [weak]
 
 
+def test_filter_accepts_the_chroma_pgvector_dialect(eiffel_retriever: SAG2Retriever) -> None:
+    """$ne, $in, $or and $and work as in Chroma and PGVector, evaluated inside SQLite."""
+
+    def ids(filter: dict[str, Any]) -> list[str]:
+        return sorted(
+            doc.id for doc in eiffel_retriever.invoke(EIFFEL_QUESTION, k=10, filter=filter)
+        )
+
+    assert ids({"lang": {"$ne": "en"}}) == ["dijon", "eiffel"]
+    assert ids({"lang": {"$in": ["fr"]}}) == ["dijon", "eiffel"]
+    assert ids({"$or": [{"lang": "en"}, {"title": {"$eq": "Gustave Eiffel"}}]}) == [
+        "eiffel",
+        "paris",
+        "tower",
+    ]
+    assert ids({"$and": [{"lang": "fr"}, {"title": {"$nin": ["Dijon"]}}]}) == ["eiffel"]
+
+
+def test_filter_with_a_nan_value_is_rejected(eiffel_retriever: SAG2Retriever) -> None:
+    """Values SQLite cannot compare exactly are refused, not matched loosely."""
+    with pytest.raises(InvalidInputError, match="finite"):
+        eiffel_retriever.invoke(EIFFEL_QUESTION, filter={"lang": {"$gt": float("nan")}})
+
+
 def test_filter_with_an_unsafe_key_is_rejected(eiffel_retriever: SAG2Retriever) -> None:
     """Filter keys never reach SQL unchecked."""
     with pytest.raises(InvalidInputError, match="filter key"):

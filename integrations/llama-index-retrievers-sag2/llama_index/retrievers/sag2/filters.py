@@ -1,9 +1,12 @@
-"""LlamaIndex MetadataFilters as SAG2 filters, which the index evaluates inside SQLite.
+"""LlamaIndex MetadataFilters as a SAG2 filter expression, which the index evaluates in SQLite.
 
-Supported: ``EQ`` (also ``ExactMatchFilter``) and ``IN`` filters combined with ``AND``.
-Anything else raises, because post-filtering the judged results would silently return fewer
-than ``similarity_top_k`` nodes. Several filter sets (the retriever's and the query's) are
-combined with ``AND``: a key constrained twice keeps the values both allow.
+Supported: the operators ``EQ`` (also ``ExactMatchFilter``), ``NE``, ``GT``, ``GTE``, ``LT``,
+``LTE``, ``IN`` and ``NIN``, under ``AND`` and ``OR`` conditions, nested to any depth the core
+allows. Keys are node metadata keys taken literally (a dot is part of the key). Anything else
+(``NOT``, ``CONTAINS``, text matching, ...) raises, because post-filtering the judged results
+would silently return fewer than ``similarity_top_k`` nodes. Several filter sets (the
+retriever's and the query's) are combined with ``AND``. Value semantics (``None`` meaning
+"missing or null", type-exact comparisons) are those of ``sag2_retrievers.filters``.
 """
 
 from __future__ import annotations
@@ -16,61 +19,67 @@ from llama_index.core.vector_stores.types import (
 )
 
 from sag2_retrievers import InvalidInputError
-from sag2_retrievers.index import Filters, FilterValue
+from sag2_retrievers.filters import AllOf, AnyOf, Condition, FilterExpr, flat_key
 
-SUPPORTED = "EQ and IN filters combined with AND"
+SUPPORTED = "EQ, NE, GT, GTE, LT, LTE, IN and NIN filters under AND or OR conditions"
+OPERATORS = {
+    FilterOperator.EQ: "$eq",
+    FilterOperator.NE: "$ne",
+    FilterOperator.GT: "$gt",
+    FilterOperator.GTE: "$gte",
+    FilterOperator.LT: "$lt",
+    FilterOperator.LTE: "$lte",
+    FilterOperator.IN: "$in",
+    FilterOperator.NIN: "$nin",
+}
 
 
-def to_core_filters(*filter_sets: MetadataFilters | None) -> Filters | None:
-    """The AND of all filter sets as a SAG2 filter mapping; None when nothing is constrained."""
-    allowed: dict[str, list[FilterValue]] = {}
-    for filter_set in filter_sets:
-        if filter_set is None:
-            continue
-        for key, values in _constraints(filter_set):
-            allowed[key] = [v for v in allowed[key] if v in values] if key in allowed else values
-    if not allowed:
+def to_core_filters(*filter_sets: MetadataFilters | None) -> FilterExpr | None:
+    """The AND of all filter sets as a SAG2 filter expression; None when nothing is given."""
+    clauses = [_group(filter_set) for filter_set in filter_sets if filter_set is not None]
+    if not clauses:
         return None
-    # A single value stays a scalar: SAG2 compares it with IS, which also matches None.
-    return {key: values[0] if len(values) == 1 else values for key, values in allowed.items()}
+    return clauses[0] if len(clauses) == 1 else AllOf(tuple(clauses))
 
 
-def _constraints(filter_set: MetadataFilters) -> list[tuple[str, list[FilterValue]]]:
-    """Each filter of an AND set as (metadata key, allowed values)."""
-    if filter_set.condition not in (None, FilterCondition.AND):
+def _group(filter_set: MetadataFilters) -> FilterExpr:
+    """One MetadataFilters group: its filters and nested groups under AND or OR."""
+    members = tuple(
+        _group(item) if isinstance(item, MetadataFilters) else _condition(item)
+        for item in filter_set.filters
+    )
+    if filter_set.condition in (None, FilterCondition.AND):
+        return AllOf(members)
+    if filter_set.condition == FilterCondition.OR:
+        return AnyOf(members)
+    raise InvalidInputError(
+        f"SAG2 filters support {SUPPORTED}; got condition {_name(filter_set.condition)}. "
+        "Express it with NE / NIN, or store a combined metadata field"
+    )
+
+
+def _condition(item: MetadataFilter) -> Condition:
+    """One filter as a Condition on the literal metadata key."""
+    op = OPERATORS.get(item.operator)
+    if op is None:
         raise InvalidInputError(
-            f"SAG2 filters support {SUPPORTED}; got condition {_name(filter_set.condition)}. "
-            "Use one retriever per alternative, or store a combined metadata field"
+            f"filter on {item.key!r}: operator {_name(item.operator)} is not supported; "
+            f"SAG2 filters support {SUPPORTED}"
         )
-    constraints = []
-    for item in filter_set.filters:
-        if not isinstance(item, MetadataFilter):
-            raise InvalidInputError(
-                f"SAG2 filters support {SUPPORTED}; nested MetadataFilters groups are not "
-                "supported: flatten them into one AND group"
-            )
-        constraints.append((item.key, _allowed_values(item)))
-    return constraints
-
-
-def _allowed_values(item: MetadataFilter) -> list[FilterValue]:
-    """The values one EQ or IN filter allows."""
-    if item.operator == FilterOperator.EQ:
-        if isinstance(item.value, list):
-            raise InvalidInputError(
-                f"filter on {item.key!r}: EQ needs a single value; use FilterOperator.IN for a list"
-            )
-        return [item.value]
-    if item.operator == FilterOperator.IN:
+    key = flat_key(item.key)
+    if op in ("$in", "$nin"):
         if not isinstance(item.value, list):
             raise InvalidInputError(
-                f"filter on {item.key!r}: IN needs a list of values, got {item.value!r}"
+                f"filter on {item.key!r}: {_name(item.operator)} needs a list of values, "
+                f"got {item.value!r}"
             )
-        return list(dict.fromkeys(item.value))
-    raise InvalidInputError(
-        f"filter on {item.key!r}: operator {_name(item.operator)} is not supported; "
-        f"SAG2 filters support {SUPPORTED}"
-    )
+        return Condition(key, op, tuple(item.value))
+    if isinstance(item.value, list):
+        raise InvalidInputError(
+            f"filter on {item.key!r}: {_name(item.operator)} needs a single value; use "
+            "FilterOperator.IN for a list"
+        )
+    return Condition(key, op, item.value)
 
 
 def _name(member: FilterCondition | FilterOperator | None) -> str:

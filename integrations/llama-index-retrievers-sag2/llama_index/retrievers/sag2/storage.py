@@ -18,7 +18,7 @@ from typing import Any
 
 from llama_index.core.vector_stores.types import MetadataFilters
 
-from sag2_retrievers import InvalidInputError, SAG2Config
+from sag2_retrievers import IndexSettingsMismatchError, InvalidInputError, SAG2Config
 
 INDEX_FILE = "sag2_index.sqlite"
 SETTINGS_FILE = "sag2_retriever.json"
@@ -92,20 +92,41 @@ def read_settings(directory: Path) -> RetrieverSettings:
 
 
 def copy_index(source: Path, target: Path) -> None:
-    """Copy a live index file with SQLite's online backup, then move it into place.
+    """Copy a live index file into ``target`` with SQLite's online backup API, in place.
 
     The backup is a consistent snapshot even while other connections write, and includes
-    changes still in the write-ahead log. Copying a file onto itself does nothing.
+    changes still in the write-ahead log. It writes through SQLite's locks into the target
+    database itself, never replacing the file: a retriever that has the target open sees the
+    new contents and its later writes land in that same file. Copying a file onto itself
+    does nothing.
     """
     if target.exists() and source.resolve() == target.resolve():
         return
-    partial = target.with_name(target.name + ".partial")
-    partial.unlink(missing_ok=True)
+    if target.exists():
+        _check_same_settings(source, target)
     with (
         closing(sqlite3.connect(source, timeout=BUSY_TIMEOUT_SECONDS)) as origin,
-        closing(sqlite3.connect(partial)) as copy,
+        closing(sqlite3.connect(target, timeout=BUSY_TIMEOUT_SECONDS)) as copy,
     ):
         origin.backup(copy)
-    for stale in (Path(f"{target}-wal"), Path(f"{target}-shm")):
-        stale.unlink(missing_ok=True)
-    os.replace(partial, target)
+
+
+def _check_same_settings(source: Path, target: Path) -> None:
+    """Refuse to overwrite an index built with other settings: a retriever holding it open
+    would go on writing with its own settings into a file whose meta says otherwise."""
+    stored = [_meta(path) for path in (source, target)]
+    if stored[1] is not None and stored[0] != stored[1]:
+        raise IndexSettingsMismatchError(
+            f"{target} holds an index built with other settings; persist to another directory, "
+            "or delete that one first (after closing every retriever that has it open)"
+        )
+
+
+def _meta(path: Path) -> dict[str, str] | None:
+    """An index file's meta rows without the write counter, or None for a non-index file."""
+    with closing(sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)) as connection:
+        try:
+            rows = connection.execute("SELECT key, value FROM meta").fetchall()
+        except sqlite3.DatabaseError:
+            return None
+    return {key: value for key, value in rows if key != "generation"}
