@@ -42,7 +42,20 @@ SEARCH_FILTERED_SQL = f"""
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
     ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-TERM_SCORES_SQL = f"SELECT ?, rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
+# Expansion: a term's unseen units, then each scoring term's bm25() on those units only
+# (the unary + keeps SQLite from turning the id list into one FTS5 lookup per id).
+MEMBERS_SQL = """
+    SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?
+      AND rowid NOT IN (SELECT value FROM json_each(?))"""
+MEMBERS_FILTERED_SQL = """
+    SELECT ?, units_fts.rowid FROM units_fts
+    JOIN units ON units.unit_id = units_fts.rowid
+    JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units_fts MATCH ? AND {conditions}
+      AND units_fts.rowid NOT IN (SELECT value FROM json_each(?))"""
+CONTRIBUTION_SQL = f"""
+    SELECT ?, rowid, {BM25_SCORE} FROM units_fts
+    WHERE units_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))"""
 MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
 MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"
 TOKEN_DF_SQL = "SELECT term, df FROM body_df WHERE term IN (SELECT value FROM json_each(?))"

@@ -8,7 +8,7 @@ import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,13 +25,15 @@ from ._ingest import (
 )
 from ._schema import IndexSettings
 from ._sqlite import connect
+from .backend import Filters as Filters  # re-exported: the integrations import it from here
+from .backend import FilterValue as FilterValue
+from .backend import alias_key
+from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
 from .fts import body_expression, or_expression, quote_term
-from .text import distinct_tokens, fold_accents, tokenize
+from .text import tokenize
 
-FilterValue = str | int | float | bool | None
-Filters = Mapping[str, FilterValue | Sequence[FilterValue]]
 _FILTER_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _COMPOUND_LIMIT = 400
 # Tables other parts of this package may create in an index file before the index itself.
@@ -212,17 +214,20 @@ class SQLiteIndex:
         on_batch: Callable[[int], None] | None,
     ) -> int:
         """Wait for a batch's analysis and write it in one transaction."""
-        analysed = prepared()
-        with self._transaction() as connection:
-            self._delete_ids(connection, [doc.id for doc in batch])
-            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
-            units = sum(
-                _insert_document(connection, document, item)
-                for document, item in zip(batch, analysed.documents, strict=True)
-            )
+        units = self.upsert_analysed(batch, prepared())
         if on_batch is not None:
             on_batch(len(batch))
         return units
+
+    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+        """Replace (by id) documents with their analysed units in one transaction; units written."""
+        with self._transaction() as connection:
+            self._delete_ids(connection, [doc.id for doc in documents])
+            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
+            return sum(
+                _insert_document(connection, document, item)
+                for document, item in zip(documents, analysed.documents, strict=True)
+            )
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents and their units by id, in one transaction; returns documents removed."""
@@ -289,32 +294,81 @@ class SQLiteIndex:
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
         check_question(question)
-        tokens = distinct_tokens(question.replace("\x00", " "), max_tokens)
-        return list(dict.fromkeys(self.repair_terms(tokens)))
+        return backend_query_terms(self, question, max_tokens)
 
     def rank_expression(
-        self, terms: Sequence[str], limit: int | None, *, filters: Filters | None = None
+        self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
     ) -> list[tuple[int, float]]:
-        """(unit id, BM25 score) of units matching any term, best first, ties by unit id."""
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
+        check_limit(limit)
         expression = or_expression(terms)
         if not expression or limit == 0:
             return []
-        connection = self._connection()
         if filters:
             conditions, values = _filter_conditions(filters)
             statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
-            params: tuple[Any, ...] = (expression, *values, -1 if limit is None else limit)
+            params: tuple[Any, ...] = (expression, *values, limit)
         else:
-            statement, params = sql.SEARCH_SQL, (expression, -1 if limit is None else limit)
-        return [
-            (int(rowid), float(score)) for rowid, score in connection.execute(statement, params)
-        ]
+            statement, params = sql.SEARCH_SQL, (expression, limit)
+        rows = self._connection().execute(statement, params)
+        return [(int(rowid), float(score)) for rowid, score in rows]
 
-    def term_scores(self, terms: Sequence[str]) -> dict[str, dict[int, float]]:
-        """For each term, every unit matching it in any field with that term's BM25 score."""
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term: the top ``limit`` units holding it in any field, not excluded,
+        passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
+        ties by unit id.
+
+        FTS5's bm25() of an OR is the sum, in expression order, of each phrase's own bm25()
+        (each has its own idf; length normalisation is per unit), so each scoring term is
+        scored only on the candidate units and the per-unit sums are bit-identical to the
+        whole expression's. Nothing is scored outside the required terms' units.
+        """
+        check_limit(limit)
+        with self.snapshot():
+            members = self._members(list(dict.fromkeys(required_terms)), exclude, filters)
+            candidates = sorted({u for units in members.values() for u in units})
+            contributions = self._contributions(list(dict.fromkeys(scoring_terms)), candidates)
+        totals = dict.fromkeys(candidates, 0.0)
+        for term in scoring_terms:
+            for unit_id, score in contributions[term].items():
+                totals[unit_id] += score
+        return {
+            term: sorted(units, key=lambda u: (-totals[u], u))[:limit]
+            for term, units in members.items()
+        }
+
+    def _members(
+        self, terms: list[str], exclude: Collection[int], filters: Filters | None
+    ) -> dict[str, list[int]]:
+        """Per term, the units holding it in any field that are not excluded and pass filters."""
+        excluded = json.dumps(sorted(exclude))
+        if filters:
+            conditions, values = _filter_conditions(filters)
+            statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
+        else:
+            statement, values = sql.MEMBERS_SQL, []
+        members: dict[str, list[int]] = {term: [] for term in terms}
+        rows = self._compound(statement, [(t, quote_term(t), *values, excluded) for t in terms])
+        for term, rowid in rows:
+            members[term].append(int(rowid))
+        return members
+
+    def _contributions(self, terms: list[str], unit_ids: list[int]) -> dict[str, dict[int, float]]:
+        """Each term's own bm25() on the given units (those holding it; others are absent)."""
         scores: dict[str, dict[int, float]] = {term: {} for term in terms}
-        pairs = [(term, quote_term(term)) for term in scores]
-        for term, rowid, score in self._compound(sql.TERM_SCORES_SQL, pairs):
+        if not unit_ids:
+            return scores
+        units = json.dumps(unit_ids)
+        rows = self._compound(sql.CONTRIBUTION_SQL, [(t, quote_term(t), units) for t in terms])
+        for term, rowid, score in rows:
             scores[term][int(rowid)] = float(score)
         return scores
 
@@ -336,14 +390,17 @@ class SQLiteIndex:
         df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
         return {term: int(count) for term, count in df.items()}
 
-    def _compound(self, statement: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[Any, ...]]:
-        """Run a two-parameter SELECT for many pairs as UNION ALL statements of up to 400 parts."""
+    def _compound(
+        self, statement: str, parameters: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...]]:
+        """Run one SELECT for many parameter tuples as UNION ALL statements of up to 400 parts
+        (one round trip instead of hundreds)."""
         rows: list[tuple[Any, ...]] = []
         connection = self._connection()
-        for start in range(0, len(pairs), _COMPOUND_LIMIT):
-            chunk = pairs[start : start + _COMPOUND_LIMIT]
+        for start in range(0, len(parameters), _COMPOUND_LIMIT):
+            chunk = parameters[start : start + _COMPOUND_LIMIT]
             compound = " UNION ALL ".join([statement] * len(chunk))
-            params = [value for pair in chunk for value in pair]
+            params = [value for part in chunk for value in part]
             rows.extend(connection.execute(compound, params).fetchall())
         return rows
 
@@ -426,25 +483,6 @@ class SQLiteIndex:
 
     # -- lexical repair --------------------------------------------------------------------
 
-    def repair_terms(self, terms: Sequence[str]) -> list[str]:
-        """Replace each term that matches nothing by the title it is an accent alias of."""
-        aliases = self.title_catalog().aliases
-        candidates = {
-            term: alias
-            for term in terms
-            if (alias := aliases.get(" ".join(tokenize(fold_accents(term))))) is not None
-        }
-        if not candidates:
-            return list(terms)
-        # Only terms that have an alias can change, so only they need a match count.
-        counts = self.document_frequencies_any([*candidates, *candidates.values()])
-        return [
-            candidates[term]
-            if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
-            else term
-            for term in terms
-        ]
-
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Number of units matching each term in any field (used for "matches nothing")."""
         unique = list(dict.fromkeys(terms))
@@ -453,7 +491,16 @@ class SQLiteIndex:
         result.update({term: int(count) for term, count in counts})
         return result
 
-    def title_catalog(self) -> TitleCatalog:
+    def title_aliases(self, folded: Collection[str]) -> dict[str, str]:
+        """For each accent-folded title key that is one title's alias, that title's phrase."""
+        aliases = self._title_catalog().aliases
+        return {key: aliases[key] for key in folded if key in aliases}
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        return set(phrases) & self._title_catalog().phrases
+
+    def _title_catalog(self) -> TitleCatalog:
         """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
         generation = self._generation()
         if self._catalog is None or self._catalog[0] != generation:
@@ -664,7 +711,7 @@ def _build_catalog(titles: Sequence[str]) -> TitleCatalog:
         phrase = " ".join(tokens)
         if len(tokens) >= 2:
             phrases.add(phrase)
-        alias = " ".join(tokenize(fold_accents(title)))
+        alias = alias_key(title)
         if alias and alias != phrase:
             folded.setdefault(alias, []).append(phrase)
     aliases = {alias: options[0] for alias, options in folded.items() if len(set(options)) == 1}
