@@ -42,7 +42,7 @@ SEARCH_FILTERED_SQL = f"""
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
     ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-# Expansion: a term's unseen units, then each scoring term's bm25() on those units only
+# Expansion: a term's unseen units, then the scoring expression's bm25() on those units only
 # (the unary + keeps SQLite from turning the id list into one FTS5 lookup per id).
 MEMBERS_SQL = """
     SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?
@@ -53,8 +53,8 @@ MEMBERS_FILTERED_SQL = """
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {conditions}
       AND units_fts.rowid NOT IN (SELECT value FROM json_each(?))"""
-CONTRIBUTION_SQL = f"""
-    SELECT ?, rowid, {BM25_SCORE} FROM units_fts
+SCORES_OF_SQL = f"""
+    SELECT rowid, {BM25_SCORE} FROM units_fts
     WHERE units_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))"""
 MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
 MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"

@@ -326,22 +326,16 @@ class SQLiteIndex:
         passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
         ties by unit id.
 
-        FTS5's bm25() of an OR is the sum, in expression order, of each phrase's own bm25()
-        (each has its own idf; length normalisation is per unit), so each scoring term is
-        scored only on the candidate units and the per-unit sums are bit-identical to the
-        whole expression's. Nothing is scored outside the required terms' units.
+        The members are found first; then one FTS5 query scores the whole OR expression on
+        those units only, so nothing outside the required terms' units is scored.
         """
         check_limit(limit)
         with self.snapshot():
             members = self._members(list(dict.fromkeys(required_terms)), exclude, filters)
             candidates = sorted({u for units in members.values() for u in units})
-            contributions = self._contributions(list(dict.fromkeys(scoring_terms)), candidates)
-        totals = dict.fromkeys(candidates, 0.0)
-        for term in scoring_terms:
-            for unit_id, score in contributions[term].items():
-                totals[unit_id] += score
+            scores = self._scores_of(scoring_terms, candidates)
         return {
-            term: sorted(units, key=lambda u: (-totals[u], u))[:limit]
+            term: sorted(units, key=lambda u: (-scores.get(u, 0.0), u))[:limit]
             for term, units in members.items()
         }
 
@@ -361,16 +355,13 @@ class SQLiteIndex:
             members[term].append(int(rowid))
         return members
 
-    def _contributions(self, terms: list[str], unit_ids: list[int]) -> dict[str, dict[int, float]]:
-        """Each term's own bm25() on the given units (those holding it; others are absent)."""
-        scores: dict[str, dict[int, float]] = {term: {} for term in terms}
-        if not unit_ids:
-            return scores
-        units = json.dumps(unit_ids)
-        rows = self._compound(sql.CONTRIBUTION_SQL, [(t, quote_term(t), units) for t in terms])
-        for term, rowid, score in rows:
-            scores[term][int(rowid)] = float(score)
-        return scores
+    def _scores_of(self, terms: Sequence[str], unit_ids: list[int]) -> dict[int, float]:
+        """bm25() of the OR of the terms (repeats kept) on the given units that match it."""
+        expression = " OR ".join(quote_term(term) for term in terms if term)
+        if not unit_ids or not expression:
+            return {}
+        rows = self._connection().execute(sql.SCORES_OF_SQL, (expression, json.dumps(unit_ids)))
+        return {int(rowid): float(score) for rowid, score in rows}
 
     def term_members(self, terms: Sequence[str]) -> dict[str, list[int]]:
         """For each term, the ids of units matching it in any field (one round trip per 400)."""
