@@ -147,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
     if not args.questions_only:
         print(
-            "| passages | build s | bare FTS5 s | ratio | peak RSS MiB | DB MiB | raw MiB | size ratio |"
+            "| passages | build s | bare FTS5 s | ratio | peak RSS MiB | DB MiB | raw MiB "
+            "| size ratio |"
         )
         print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []

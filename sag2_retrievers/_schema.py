@@ -42,8 +42,19 @@ SEARCH_FILTERED_SQL = f"""
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
     ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-# Expansion: a term's unseen units, then the scoring expression's bm25() on those units only
-# (the unary + keeps SQLite from turning the id list into one FTS5 lookup per id).
+# Expansion in one statement: each required term's unseen units (one UNION ALL part per
+# term), the scoring expression's bm25() on those units only (the unary + keeps SQLite from
+# running one FTS5 query per id), and each term's top ``limit`` by (score desc, unit id).
+EXPAND_SQL = f"""
+    WITH members(term, unit_id) AS MATERIALIZED ({{members}}),
+    scored(unit_id, score) AS MATERIALIZED (
+        SELECT rowid, {BM25_SCORE} FROM units_fts
+        WHERE units_fts MATCH ? AND +rowid IN (SELECT unit_id FROM members)),
+    ranked(term, unit_id, position) AS (
+        SELECT term, members.unit_id, row_number() OVER (
+            PARTITION BY term ORDER BY coalesce(score, 0.0) DESC, members.unit_id)
+        FROM members LEFT JOIN scored ON scored.unit_id = members.unit_id)
+    SELECT term, unit_id FROM ranked WHERE position <= ? ORDER BY term, position"""
 MEMBERS_SQL = """
     SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?
       AND rowid NOT IN (SELECT value FROM json_each(?))"""
@@ -53,9 +64,6 @@ MEMBERS_FILTERED_SQL = """
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {conditions}
       AND units_fts.rowid NOT IN (SELECT value FROM json_each(?))"""
-SCORES_OF_SQL = f"""
-    SELECT rowid, {BM25_SCORE} FROM units_fts
-    WHERE units_fts MATCH ? AND +rowid IN (SELECT value FROM json_each(?))"""
 MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
 MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"
 TOKEN_DF_SQL = "SELECT term, df FROM body_df WHERE term IN (SELECT value FROM json_each(?))"

@@ -326,42 +326,37 @@ class SQLiteIndex:
         passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
         ties by unit id.
 
-        The members are found first; then one FTS5 query scores the whole OR expression on
-        those units only, so nothing outside the required terms' units is scored.
+        One statement per 400 terms finds the members, scores the whole OR expression on
+        them only, and ranks them in SQLite, so nothing outside the required terms' units is
+        scored and only the top ``limit`` of each comes back.
         """
         check_limit(limit)
-        with self.snapshot():
-            members = self._members(list(dict.fromkeys(required_terms)), exclude, filters)
-            candidates = sorted({u for units in members.values() for u in units})
-            scores = self._scores_of(scoring_terms, candidates)
-        return {
-            term: sorted(units, key=lambda u: (-scores.get(u, 0.0), u))[:limit]
-            for term, units in members.items()
-        }
-
-    def _members(
-        self, terms: list[str], exclude: Collection[int], filters: Filters | None
-    ) -> dict[str, list[int]]:
-        """Per term, the units holding it in any field that are not excluded and pass filters."""
-        excluded = json.dumps(sorted(exclude))
+        terms = list(dict.fromkeys(required_terms))
+        ranked: dict[str, list[int]] = {term: [] for term in terms}
+        scoring = " OR ".join(quote_term(term) for term in scoring_terms if term)
+        if not terms or not scoring or limit == 0:
+            return ranked
+        statement, values = sql.MEMBERS_SQL, []
         if filters:
             conditions, values = _filter_conditions(filters)
             statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
-        else:
-            statement, values = sql.MEMBERS_SQL, []
-        members: dict[str, list[int]] = {term: [] for term in terms}
-        rows = self._compound(statement, [(t, quote_term(t), *values, excluded) for t in terms])
-        for term, rowid in rows:
-            members[term].append(int(rowid))
-        return members
-
-    def _scores_of(self, terms: Sequence[str], unit_ids: list[int]) -> dict[int, float]:
-        """bm25() of the OR of the terms (repeats kept) on the given units that match it."""
-        expression = " OR ".join(quote_term(term) for term in terms if term)
-        if not unit_ids or not expression:
-            return {}
-        rows = self._connection().execute(sql.SCORES_OF_SQL, (expression, json.dumps(unit_ids)))
-        return {int(rowid): float(score) for rowid, score in rows}
+        excluded = json.dumps(sorted(exclude))
+        connection = self._connection()
+        with self.snapshot():
+            for start in range(0, len(terms), _COMPOUND_LIMIT):
+                chunk = terms[start : start + _COMPOUND_LIMIT]
+                members = " UNION ALL ".join([statement] * len(chunk))
+                params = [
+                    value
+                    for position, term in enumerate(chunk)
+                    for value in (position, quote_term(term), *values, excluded)
+                ]
+                rows = connection.execute(
+                    sql.EXPAND_SQL.format(members=members), (*params, scoring, limit)
+                )
+                for position, unit_id in rows:
+                    ranked[chunk[position]].append(int(unit_id))
+        return ranked
 
     def term_members(self, terms: Sequence[str]) -> dict[str, list[int]]:
         """For each term, the ids of units matching it in any field (one round trip per 400)."""
