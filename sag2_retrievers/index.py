@@ -336,7 +336,7 @@ class SQLiteIndex:
         scoring = " OR ".join(quote_term(term) for term in scoring_terms if term)
         if not terms or not scoring or limit == 0:
             return ranked
-        statement, values = sql.MEMBERS_SQL, []
+        statement, values = sql.MEMBERS_SQL, list[Any]()
         if filters:
             conditions, values = _filter_conditions(filters)
             statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
