@@ -5,7 +5,7 @@ Run from the repository root::
     python benchmarks/scale.py --sizes 10000 100000 500000 --workdir /tmp/sag2-scale
 
 Each corpus (the two shared MuSiQue corpora topped up with synthetic passages drawn from
-their sentences, ``index_and_bm25.synthetic_passages``) is built once into ``--workdir`` and
+their sentences, generated here by ``corpus_batches``) is built once into ``--workdir`` and
 reused by later runs (``--questions-only`` skips building), so the local-time part can be run
 again on another commit against the very same files. Local time is wall time minus judge time
 with an instant judge, over the KAG dev questions.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import sqlite3
 import statistics
 import sys
@@ -27,7 +28,6 @@ from datetime import date
 from pathlib import Path
 
 from _common import KAG_QUESTIONS, TRAIN_CORPUS, git_revision, machine, stopwatch
-from index_and_bm25 import synthetic_passages
 
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import Passage, load_corpus, load_questions, pool_corpus
@@ -43,11 +43,28 @@ def instant_score(_: JudgeRequest, candidate: object) -> float:
     return zlib.crc32(getattr(candidate, "text", "").encode()) / 2**32
 
 
-def corpus(size: int) -> list[Passage]:
-    """The shared passages topped up to ``size`` with synthetic ones (deterministic)."""
+def corpus_batches(size: int, seed: int = 20261130) -> Iterator[list[Passage]]:
+    """The shared passages topped up to ``size`` with synthetic ones, in batches.
+
+    Passages of 3-6 sentences drawn from the shared text with a reused title, generated as
+    they are consumed (the same sequence as ``index_and_bm25.synthetic_passages``), so the
+    benchmark process never holds the whole corpus.
+    """
     questions = load_questions(KAG_QUESTIONS)
-    shared = unique_passages([*pool_corpus(questions), *load_corpus(TRAIN_CORPUS)])
-    return [*shared, *synthetic_passages(shared, max(0, size - len(shared)))][:size]
+    shared = unique_passages([*pool_corpus(questions), *load_corpus(TRAIN_CORPUS)])[:size]
+    rng = random.Random(seed)
+    sentences = [s.strip() + "." for p in shared for s in p.text.split(". ") if len(s) > 20]
+    titles = [p.title for p in shared]
+    batch = list(shared)
+    for n in range(size - len(shared)):
+        title = rng.choice(titles)
+        text = " ".join(rng.sample(sentences, rng.randint(3, 6))) + f" #{n}"
+        batch.append(Passage(title, text))
+        if len(batch) == BATCH:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -86,27 +103,30 @@ def peak_rss() -> Iterator[list[int]]:
         sampler.join()
 
 
-def bare_fts(passages: Sequence[Passage], path: Path) -> float:
-    """Seconds to insert the raw titles and texts into a bare FTS5 table (the reference)."""
+def bare_fts(size: int, path: Path) -> tuple[float, int]:
+    """Seconds to insert the raw titles and texts into a bare FTS5 table (the reference,
+    generation included as in the SAG2 build), and the raw text's UTF-8 bytes."""
     path.unlink(missing_ok=True)
     connection = sqlite3.connect(path)
     connection.execute("CREATE VIRTUAL TABLE fts USING fts5(title, body)")
+    raw = 0
     with stopwatch() as elapsed:
-        for start in range(0, len(passages), BATCH):
-            rows = [(p.title, p.text) for p in passages[start : start + BATCH]]
+        for batch in corpus_batches(size):
+            raw += sum(len(p.title.encode()) + len(p.text.encode()) for p in batch)
             with connection:
-                connection.executemany("INSERT INTO fts VALUES (?, ?)", rows)
+                connection.executemany(
+                    "INSERT INTO fts VALUES (?, ?)", [(p.title, p.text) for p in batch]
+                )
     connection.close()
-    return elapsed[0]
+    return elapsed[0], raw
 
 
-def build(passages: Sequence[Passage], path: Path) -> tuple[float, int]:
+def build(size: int, path: Path) -> tuple[float, int]:
     """Seconds to build the SAG2 index, and the process tree's peak RSS meanwhile."""
     for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         leftover.unlink(missing_ok=True)
     batches = (
-        [Document(p.doc_id, p.text, p.title) for p in passages[start : start + BATCH]]
-        for start in range(0, len(passages), BATCH)
+        [Document(p.doc_id, p.text, p.title) for p in batch] for batch in corpus_batches(size)
     )
     with peak_rss() as peak, stopwatch() as elapsed, SQLiteIndex(path) as index:
         index.ingest(batches)
@@ -155,11 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         path = args.workdir / f"scale-{size}.db"
         if not args.questions_only:
-            passages = corpus(size)
-            raw = sum(len((p.title + p.text).encode()) for p in passages)
-            bare = bare_fts(passages, args.workdir / f"bare-{size}.db")
-            seconds, peak = build(passages, path)
-            del passages
+            bare, raw = bare_fts(size, args.workdir / f"bare-{size}.db")
+            seconds, peak = build(size, path)
             print(
                 f"| {size:,} | {seconds:.1f} | {bare:.1f} | {seconds / bare:.2f}x "
                 f"| {peak / 2**20:,.0f} | {file_bytes(path) / 2**20:,.0f} | {raw / 2**20:,.0f} "
