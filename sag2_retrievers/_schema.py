@@ -45,8 +45,8 @@ SEARCH_FILTERED_SQL = f"""
 # Expansion in one statement: each required term's unseen units (one UNION ALL part per
 # term), the scoring expression's bm25() on those units only (the unary + keeps SQLite from
 # running one FTS5 query per id), and each term's top ``limit`` by (score desc, unit id).
-EXPAND_SQL = f"""
-    WITH members(term, unit_id) AS MATERIALIZED ({{members}}),
+EXPAND_HEAD_SQL = "WITH members(term, unit_id) AS MATERIALIZED ("
+EXPAND_TAIL_SQL = f"""),
     scored(unit_id, score) AS MATERIALIZED (
         SELECT rowid, {BM25_SCORE} FROM units_fts
         WHERE units_fts MATCH ? AND +rowid IN (SELECT unit_id FROM members)),

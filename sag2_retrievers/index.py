@@ -336,7 +336,8 @@ class SQLiteIndex:
         scoring = " OR ".join(quote_term(term) for term in scoring_terms if term)
         if not terms or not scoring or limit == 0:
             return ranked
-        statement, values = sql.MEMBERS_SQL, list[Any]()
+        statement = sql.MEMBERS_SQL
+        values: list[Any] = []
         if filters:
             conditions, values = _filter_conditions(filters)
             statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
@@ -346,15 +347,13 @@ class SQLiteIndex:
             for start in range(0, len(terms), _COMPOUND_LIMIT):
                 chunk = terms[start : start + _COMPOUND_LIMIT]
                 members = " UNION ALL ".join([statement] * len(chunk))
+                compound = "".join([sql.EXPAND_HEAD_SQL, members, sql.EXPAND_TAIL_SQL])
                 params = [
                     value
                     for position, term in enumerate(chunk)
                     for value in (position, quote_term(term), *values, excluded)
                 ]
-                rows = connection.execute(
-                    sql.EXPAND_SQL.format(members=members), (*params, scoring, limit)
-                )
-                for position, unit_id in rows:
+                for position, unit_id in connection.execute(compound, (*params, scoring, limit)):
                     ranked[chunk[position]].append(int(unit_id))
         return ranked
 
