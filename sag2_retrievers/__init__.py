@@ -1,6 +1,7 @@
 """sag2-retrievers: SAG2 multi-hop retrieval over one SQLite FTS5 file with a query-time judge."""
 
 from ._schema import IndexSettings
+from .backend import Filters, LexicalBackend
 from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
@@ -14,7 +15,7 @@ from .errors import (
     RemoteJudgeRefusedError,
     SAG2Error,
 )
-from .index import Filters, SearchHit, SQLiteIndex
+from .index import SearchHit, SQLiteIndex
 from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 
@@ -34,6 +35,7 @@ __all__ = [
     "JudgeConfigurationError",
     "JudgeError",
     "JudgeRequest",
+    "LexicalBackend",
     "RemoteJudgeRefusedError",
     "RetrievalResult",
     "RetrievedUnit",

@@ -14,6 +14,7 @@ FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
+DOCUMENT_COLLECTION_CHUNK_CHARS = 1000
 
 CREATE_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -47,7 +48,28 @@ SEARCH_FILTERED_SQL = f"""
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
     ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-TERM_SCORES_SQL = f"SELECT ?, rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
+# Expansion in one statement: each required term's unseen units (one UNION ALL part per
+# term), the scoring expression's bm25() on those units only (the unary + keeps SQLite from
+# running one FTS5 query per id), and each term's top ``limit`` by (score desc, unit id).
+EXPAND_HEAD_SQL = "WITH members(term, unit_id) AS MATERIALIZED ("
+EXPAND_TAIL_SQL = f"""),
+    scored(unit_id, score) AS MATERIALIZED (
+        SELECT rowid, {BM25_SCORE} FROM units_fts
+        WHERE units_fts MATCH ? AND +rowid IN (SELECT unit_id FROM members)),
+    ranked(term, unit_id, position) AS (
+        SELECT term, members.unit_id, row_number() OVER (
+            PARTITION BY term ORDER BY coalesce(score, 0.0) DESC, members.unit_id)
+        FROM members LEFT JOIN scored ON scored.unit_id = members.unit_id)
+    SELECT term, unit_id FROM ranked WHERE position <= ? ORDER BY term, position"""
+MEMBERS_SQL = """
+    SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?
+      AND rowid NOT IN (SELECT value FROM json_each(?))"""
+MEMBERS_FILTERED_SQL = """
+    SELECT ?, units_fts.rowid FROM units_fts
+    JOIN units ON units.unit_id = units_fts.rowid
+    JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units_fts MATCH ? AND {conditions}
+      AND units_fts.rowid NOT IN (SELECT value FROM json_each(?))"""
 MATCH_ROWIDS_SQL = "SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?"
 MATCH_COUNT_SQL = "SELECT ?, count(*) FROM units_fts WHERE units_fts MATCH ?"
 TOKEN_DF_SQL = "SELECT term, df FROM body_df WHERE term IN (SELECT value FROM json_each(?))"
@@ -113,6 +135,12 @@ class IndexSettings:
             problem = _setting_problem(spec.metadata, getattr(self, spec.name))
             if problem:
                 raise InvalidInputError(f"IndexSettings.{spec.name} {problem}")
+
+    @classmethod
+    def for_document_collections(cls) -> IndexSettings:
+        """The paper's EnterpriseRAG setting for long documents: units of about 1,000
+        characters, never above 1,200 (``chunk_spans`` cuts within 0.8-1.2x the target)."""
+        return cls(chunk_chars=DOCUMENT_COLLECTION_CHUNK_CHARS)
 
     def as_meta(self) -> dict[str, str]:
         """The settings, plus the fixed analyzer and scoring versions, as meta rows."""

@@ -13,12 +13,14 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
+from .backend import Filters, LexicalBackend, query_terms
 from .config import SAG2Config
 from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .index import Filters, SQLiteIndex, analysed_question, check_limit, check_question
+from .filters import parse_filters
+from .index import check_limit
 from .judges.base import (
     ALLOW_REMOTE_ENV,
     Candidate,
@@ -29,6 +31,7 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
+from .questions import analysed_question, check_question
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .text import tokenize
 
@@ -44,7 +47,7 @@ class _Retrieval:
     question: str
     question_tokens: frozenset[str]
     query_terms: list[str]
-    allowed: set[int] | None
+    filters: Filters | None
     units: dict[int, Unit] = field(default_factory=dict)
     scores: dict[int, float] = field(default_factory=dict)
     fusion: dict[int, float] = field(default_factory=dict)
@@ -53,7 +56,6 @@ class _Retrieval:
     seed_history: list[int] = field(default_factory=list)
     ranking: list[int] = field(default_factory=list)
     lexical: list[tuple[int, float]] = field(default_factory=list)
-    question_scores: dict[int, float] = field(default_factory=dict)
     n_units: int = 0
     trace: list[RoundTrace] = field(default_factory=list)
     stop_reason: str = "completed"
@@ -87,13 +89,13 @@ class _RoundPlan:
 class SAG2Engine:
     """Retrieve multi-hop evidence: BM25 candidates, judged in context, expanded through terms.
 
-    ``aretrieve`` is the primary (async) API; ``retrieve`` is its blocking twin. SQLite work
-    runs in worker threads, so the event loop only waits on the judge.
+    ``aretrieve`` is the primary (async) API; ``retrieve`` is its blocking twin. Index reads
+    run in worker threads, so the event loop only waits on the judge.
     """
 
     def __init__(
         self,
-        index: SQLiteIndex,
+        index: LexicalBackend,
         judge: Judge,
         config: SAG2Config | None = None,
         *,
@@ -193,29 +195,24 @@ class SAG2Engine:
     # -- rounds ----------------------------------------------------------------------------
 
     def _in_snapshot(self, step: Callable[..., T], *args: Any) -> T:
-        """Run one step's SQLite reads against a single consistent state of the index."""
+        """Run one step's index reads against a single consistent state of the index."""
         with self.index.snapshot():
             return step(*args)
 
     def _start(self, question: str, filters: Filters | None) -> _Retrieval:
-        """Analyse the question, resolve filters, and fetch the initial BM25 candidates."""
+        """Analyse the question and fetch the initial BM25 candidates (filters in the query)."""
         config = self.config
-        allowed = self.index.allowed_units(filters) if filters else None
+        expr = parse_filters(filters)  # once, so a bad filter fails before any query
         state = _Retrieval(
             question,
             frozenset(tokenize(analysed_question(question))),
-            self.index.query_terms(question, config.max_query_tokens),
-            allowed,
+            query_terms(self.index, question, config.max_query_tokens),
+            expr,
         )
         if state.query_terms:
             limit = config.one_shot_budget or config.candidates_per_round
             state.n_units = self.index.unit_count()
-            # The filter was evaluated in SQLite once (allowed_units); reuse its result here.
-            ranked = self.index.rank_expression(state.query_terms, None)
-            if allowed is not None:
-                ranked = [(unit_id, score) for unit_id, score in ranked if unit_id in allowed]
-            state.question_scores = dict(ranked)
-            state.lexical = ranked[:limit]
+            state.lexical = self.index.rank_expression(state.query_terms, limit, filters=expr)
             initial = [unit_id for unit_id, _ in state.lexical]
             state.record_candidates(initial, 0, config.fusion_k)
             state.protected = initial[: config.protected]
@@ -277,9 +274,9 @@ class SAG2Engine:
         new = expansion_candidates(
             self.index,
             terms,
-            state.question_scores,
+            state.query_terms,
             excluded=set(state.scores),
-            allowed=state.allowed,
+            filters=state.filters,
             per_term_limit=config.per_term_limit,
             limit=config.candidates_per_round,
         )

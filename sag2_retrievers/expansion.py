@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .index import SQLiteIndex
+from .backend import Filters, LexicalBackend
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm
 
 
 def select_terms(
-    index: SQLiteIndex,
+    index: LexicalBackend,
     seeds: Sequence[Seed],
     question_tokens: frozenset[str],
     limit: int,
@@ -144,78 +144,70 @@ def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
 
 
 def expansion_candidates(
-    index: SQLiteIndex,
+    index: LexicalBackend,
     terms: Sequence[ExpansionTerm],
-    question_scores: Mapping[int, float],
-    excluded: set[int],
-    allowed: set[int] | None,
+    query_terms: Sequence[str],
+    excluded: Collection[int],
+    filters: Filters | None,
     per_term_limit: int,
     limit: int,
 ) -> list[int]:
     """New units for a round: per term, unseen units holding it, ranked by BM25 of the whole
-    expression (all terms OR the question's terms), interleaved in term-priority order.
+    expression (the question's terms OR all terms), interleaved in term-priority order.
 
-    FTS5's BM25 of an OR expression is the sum of its phrases' separate BM25 contributions
-    (each phrase has its own idf; length normalisation is per unit), so the expression's
-    score is the question's score (from the initial search) plus each term's contribution,
-    fetched with the term's own matches in one query.
+    The backend ranks each term's units and returns only its top ``per_term_limit``.
     """
-
-    def usable(units: Iterable[int]) -> list[int]:
-        return [u for u in units if u not in excluded and (allowed is None or u in allowed)]
-
-    contributions = _repaired_term_scores(index, [t.term for t in terms], usable)
-    eligible = {term: usable(scores) for term, scores in contributions.items()}
-    candidates = {u for units in eligible.values() for u in units}
-    totals = {u: question_scores.get(u, 0.0) for u in candidates}
-    for scores in contributions.values():
-        for unit_id, score in scores.items():
-            if unit_id in totals:
-                totals[unit_id] += score
-    lists = [
-        sorted(units, key=lambda u: (-totals[u], u))[:per_term_limit]
-        for units in eligible.values()
-        if units
-    ]
-    return interleave(lists, limit)
+    used = _repaired_terms(index, [t.term for t in terms], excluded, filters)
+    ranked = index.expand(used, [*query_terms, *used], excluded, per_term_limit, filters=filters)
+    return interleave([ranked[term] for term in used if ranked[term]], limit)
 
 
-def _repaired_term_scores(
-    index: SQLiteIndex, terms: Sequence[str], usable: Callable[[Iterable[int]], list[int]]
-) -> dict[str, dict[int, float]]:
-    """Each term's BM25 contribution per matching unit, after the lexical repairs of §3.2.
+def _repaired_terms(
+    index: LexicalBackend,
+    terms: Sequence[str],
+    excluded: Collection[int],
+    filters: Filters | None,
+) -> list[str]:
+    """The terms to expand with, after the lexical repairs of §3.2, in priority order.
 
     A multiword name with no unseen match falls back to its longest sub-phrase that is a
     corpus title and has one. (The accent-alias repair of §3.2 cannot apply here: a selected
-    term has body df > 0, so it always matches.) Keys are the terms used, in priority order.
+    term has body df > 0, so it always matches.) A term repaired into one already used is
+    dropped.
     """
-    scores = index.term_scores(terms)
-    repaired: dict[str, dict[int, float]] = {}
-    for term in terms:
-        used, matches = term, scores[term]
-        if " " in used and not usable(matches):
-            used, matches = _title_subphrase(index, used, matches, usable)
-        repaired.setdefault(used, matches)
-    return repaired
+    phrases = [term for term in terms if " " in term]
+    unmatched = set(phrases) - _with_unseen_match(index, phrases, excluded, filters)
+    used = [
+        _title_subphrase(index, term, excluded, filters) if term in unmatched else term
+        for term in terms
+    ]
+    return list(dict.fromkeys(used))
+
+
+def _with_unseen_match(
+    index: LexicalBackend,
+    terms: Sequence[str],
+    excluded: Collection[int],
+    filters: Filters | None,
+) -> set[str]:
+    """The terms held by at least one unit that is not excluded and passes the filters."""
+    if not terms:
+        return set()
+    found = index.expand(terms, terms, excluded, 1, filters=filters)
+    return {term for term, units in found.items() if units}
 
 
 def _title_subphrase(
-    index: SQLiteIndex,
-    name: str,
-    matches: dict[int, float],
-    usable: Callable[[Iterable[int]], list[int]],
-) -> tuple[str, dict[int, float]]:
+    index: LexicalBackend, name: str, excluded: Collection[int], filters: Filters | None
+) -> str:
     """The longest sub-phrase (>= 2 words) of a name that is a title with unseen matches."""
     words = name.split(" ")
-    titles = index.title_catalog().phrases
-    options = [
+    spans = [
         " ".join(words[start : start + size])
         for size in range(len(words) - 1, 1, -1)
         for start in range(len(words) - size + 1)
-        if " ".join(words[start : start + size]) in titles
     ]
-    option_scores = index.term_scores(options) if options else {}
-    for option in options:
-        if usable(option_scores[option]):
-            return option, option_scores[option]
-    return name, matches
+    titles = index.title_phrases(spans)
+    options = [span for span in spans if span in titles]
+    matched = _with_unseen_match(index, options, excluded, filters)
+    return next((option for option in options if option in matched), name)

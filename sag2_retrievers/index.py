@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,22 +24,25 @@ from ._ingest import (
 )
 from ._schema import IndexSettings
 from ._sqlite import connect, json_list, raise_if_full
+from .backend import Filters as Filters  # re-exported: the integrations import it from here
+from .backend import alias_key
+from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import (
     IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
 )
-from .filters import FilterExpr, compile_sqlite, parse_filters
+from .filters import compile_sqlite, parse_filters
 from .fts import body_expression, or_expression, quote_term
-from .text import distinct_tokens, fold_accents, tokenize
+from .questions import ANALYSED_QUESTION_CHARS as ANALYSED_QUESTION_CHARS
+from .questions import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
+from .questions import analysed_question as analysed_question
+from .questions import check_question as check_question
+from .text import tokenize
 
-# A flat or Chroma/PGVector-style mapping, or a parsed expression (see filters.py).
-Filters = Mapping[str, Any] | FilterExpr
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
-MAX_QUESTION_CHARS = 100_000
-ANALYSED_QUESTION_CHARS = 4_000
 MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
@@ -263,17 +266,20 @@ class SQLiteIndex:
         on_batch: Callable[[int], None] | None,
     ) -> int:
         """Wait for a batch's analysis and write it in one transaction."""
-        analysed = prepared()
-        with self._transaction() as connection:
-            self._delete_ids(connection, [doc.id for doc in batch])
-            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
-            units = sum(
-                _insert_document(connection, document, item)
-                for document, item in zip(batch, analysed.documents, strict=True)
-            )
+        units = self.upsert_analysed(batch, prepared())
         if on_batch is not None:
             on_batch(len(batch))
         return units
+
+    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+        """Replace (by id) documents with their analysed units in one transaction; units written."""
+        with self._transaction() as connection:
+            self._delete_ids(connection, [doc.id for doc in documents])
+            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
+            return sum(
+                _insert_document(connection, document, item)
+                for document, item in zip(documents, analysed.documents, strict=True)
+            )
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents and their units by id, in one transaction; returns documents removed."""
@@ -344,34 +350,67 @@ class SQLiteIndex:
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
-        tokens = distinct_tokens(analysed_question(question), max_tokens)
-        return list(dict.fromkeys(self.repair_terms(tokens)))
+        return backend_query_terms(self, question, max_tokens)
 
     def rank_expression(
-        self, terms: Sequence[str], limit: int | None, *, filters: Filters | None = None
+        self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
     ) -> list[tuple[int, float]]:
-        """(unit id, BM25 score) of units matching any term, best first, ties by unit id."""
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
+        check_limit(limit)
         conditions, values = filter_sql(filters)
         expression = or_expression(terms)
         if not expression or limit == 0:
             return []
-        connection = self._connection()
         if conditions != NO_FILTER:
             statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
-            params: tuple[Any, ...] = (expression, *values, -1 if limit is None else limit)
+            params: tuple[Any, ...] = (expression, *values, limit)
         else:
-            statement, params = sql.SEARCH_SQL, (expression, -1 if limit is None else limit)
-        return [
-            (int(rowid), float(score)) for rowid, score in connection.execute(statement, params)
-        ]
+            statement, params = sql.SEARCH_SQL, (expression, limit)
+        rows = self._connection().execute(statement, params)
+        return [(int(rowid), float(score)) for rowid, score in rows]
 
-    def term_scores(self, terms: Sequence[str]) -> dict[str, dict[int, float]]:
-        """For each term, every unit matching it in any field with that term's BM25 score."""
-        scores: dict[str, dict[int, float]] = {term: {} for term in terms}
-        pairs = [(term, quote_term(term)) for term in scores]
-        for term, rowid, score in self._compound(sql.TERM_SCORES_SQL, pairs):
-            scores[term][int(rowid)] = float(score)
-        return scores
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term: the top ``limit`` units holding it in any field, not excluded,
+        passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
+        ties by unit id.
+
+        One statement per 400 terms finds the members, scores the whole OR expression on
+        them only, and ranks them in SQLite, so nothing outside the required terms' units is
+        scored and only the top ``limit`` of each comes back.
+        """
+        check_limit(limit)
+        terms = list(dict.fromkeys(required_terms))
+        ranked: dict[str, list[int]] = {term: [] for term in terms}
+        scoring = " OR ".join(quote_term(term) for term in scoring_terms if term)
+        if not terms or not scoring or limit == 0:
+            return ranked
+        statement = sql.MEMBERS_SQL
+        conditions, values = filter_sql(filters)
+        if conditions != NO_FILTER:
+            statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
+        excluded = json_list(sorted(exclude), "excluded unit ids")
+        connection = self._connection()
+        with self.snapshot():
+            for start in range(0, len(terms), _COMPOUND_LIMIT):
+                chunk = terms[start : start + _COMPOUND_LIMIT]
+                members = " UNION ALL ".join([statement] * len(chunk))
+                compound = "".join([sql.EXPAND_HEAD_SQL, members, sql.EXPAND_TAIL_SQL])
+                params = [
+                    value
+                    for position, term in enumerate(chunk)
+                    for value in (position, quote_term(term), *values, excluded)
+                ]
+                for position, unit_id in connection.execute(compound, (*params, scoring, limit)):
+                    ranked[chunk[position]].append(int(unit_id))
+        return ranked
 
     def term_members(self, terms: Sequence[str]) -> dict[str, list[int]]:
         """For each term, the ids of units matching it in any field (one round trip per 400)."""
@@ -392,14 +431,17 @@ class SQLiteIndex:
         df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
         return {term: int(count) for term, count in df.items()}
 
-    def _compound(self, statement: str, pairs: Sequence[tuple[str, str]]) -> list[tuple[Any, ...]]:
-        """Run a two-parameter SELECT for many pairs as UNION ALL statements of up to 400 parts."""
+    def _compound(
+        self, statement: str, parameters: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...]]:
+        """Run one SELECT for many parameter tuples as UNION ALL statements of up to 400 parts
+        (one round trip instead of hundreds)."""
         rows: list[tuple[Any, ...]] = []
         connection = self._connection()
-        for start in range(0, len(pairs), _COMPOUND_LIMIT):
-            chunk = pairs[start : start + _COMPOUND_LIMIT]
+        for start in range(0, len(parameters), _COMPOUND_LIMIT):
+            chunk = parameters[start : start + _COMPOUND_LIMIT]
             compound = " UNION ALL ".join([statement] * len(chunk))
-            params = [value for pair in chunk for value in pair]
+            params = [value for part in chunk for value in part]
             rows.extend(connection.execute(compound, params).fetchall())
         return rows
 
@@ -489,25 +531,6 @@ class SQLiteIndex:
 
     # -- lexical repair --------------------------------------------------------------------
 
-    def repair_terms(self, terms: Sequence[str]) -> list[str]:
-        """Replace each term that matches nothing by the title it is an accent alias of."""
-        aliases = self.title_catalog().aliases
-        candidates = {
-            term: alias
-            for term in terms
-            if (alias := aliases.get(" ".join(tokenize(fold_accents(term))))) is not None
-        }
-        if not candidates:
-            return list(terms)
-        # Only terms that have an alias can change, so only they need a match count.
-        counts = self.document_frequencies_any([*candidates, *candidates.values()])
-        return [
-            candidates[term]
-            if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
-            else term
-            for term in terms
-        ]
-
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Number of units matching each term in any field (used for "matches nothing")."""
         unique = list(dict.fromkeys(terms))
@@ -516,7 +539,16 @@ class SQLiteIndex:
         result.update({term: int(count) for term, count in counts})
         return result
 
-    def title_catalog(self) -> TitleCatalog:
+    def title_aliases(self, folded: Collection[str]) -> dict[str, str]:
+        """For each accent-folded title key that is one title's alias, that title's phrase."""
+        aliases = self._title_catalog().aliases
+        return {key: aliases[key] for key in folded if key in aliases}
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        return set(phrases) & self._title_catalog().phrases
+
+    def _title_catalog(self) -> TitleCatalog:
         """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
         generation = self._generation()
         if self._catalog is None or self._catalog[0] != generation:
@@ -582,35 +614,6 @@ def remove_index_files(path: str | os.PathLike[str]) -> None:
     """Delete an index file and its WAL companions (after a failed first ingest, say)."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{os.fspath(path)}{suffix}").unlink(missing_ok=True)
-
-
-def check_question(question: object) -> None:
-    """Reject a question that is not a string, is too long, or cannot be encoded as UTF-8."""
-    if not isinstance(question, str):
-        raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
-    if len(question) > MAX_QUESTION_CHARS:
-        raise InvalidInputError(
-            f"question has {len(question):,} characters, more than the limit of "
-            f"{MAX_QUESTION_CHARS:,}; ask a shorter question"
-        )
-    try:
-        question.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidInputError(
-            f"question holds a character that is not valid Unicode text (a lone surrogate at "
-            f"position {error.start})"
-        ) from None
-
-
-def analysed_question(question: str) -> str:
-    """The part of a checked question the analyzer sees: its first `ANALYSED_QUESTION_CHARS`
-    characters, NUL read as a space.
-
-    Analysis (jieba for Han text) costs time in proportion to the text, while only the first
-    80 distinct tokens are used; cutting first keeps a huge question from costing seconds.
-    """
-    check_question(question)
-    return question[:ANALYSED_QUESTION_CHARS].replace("\x00", " ")
 
 
 def _probe_fts5() -> None:
@@ -771,7 +774,7 @@ def _build_catalog(titles: Sequence[str]) -> TitleCatalog:
         phrase = " ".join(tokens)
         if len(tokens) >= 2:
             phrases.add(phrase)
-        alias = " ".join(tokenize(fold_accents(title)))
+        alias = alias_key(title)
         if alias and alias != phrase:
             folded.setdefault(alias, []).append(phrase)
     aliases = {alias: options[0] for alias, options in folded.items() if len(set(options)) == 1}

@@ -20,7 +20,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
-ANALYZER_VERSION = "1"
+ANALYZER_VERSION = "2"  # 2: tokens pass through the unicode61-equivalent final_tokens
 
 _ENGLISH = "the a an of in on at to for and or is are was were be by with from which what who how"
 _ENGLISH += " when where does do did that this it as"
@@ -74,7 +74,7 @@ def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list
         latin_only = is_latin_only(normalized)
     if latin_only:
         joined = _JOINED_RUN.search(normalized) is not None
-        return _latin_tokens(_LATIN_RUN.findall(normalized), joined)
+        return final_tokens(_latin_tokens(_LATIN_RUN.findall(normalized), joined))
     tokens: list[str] = []
     for match in _RUN.finditer(normalized):
         if match.lastgroup == "han":
@@ -83,7 +83,86 @@ def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list
             tokens.extend(_script_words(match.group()))
         else:
             tokens.extend(_latin_tokens([match.group()]))
-    return tokens
+    return final_tokens(tokens)
+
+
+def final_tokens(tokens: list[str]) -> list[str]:
+    """The analyzer's tokens as FTS5's unicode61 tokenizer would index them (see fts5_terms),
+    so every backend stores and matches exactly the same terms without re-tokenising."""
+    if all(token.isascii() for token in tokens):
+        return tokens
+    return [term for token in tokens for term in fts5_terms(token)]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def fts5_terms(token: str) -> tuple[str, ...]:
+    """What ``unicode61 remove_diacritics 2 tokenchars '-.'`` makes of one lowercased token.
+
+    Latin letters lose diacritics (a base ASCII letter plus FTS5's diacritic marks), a few
+    letters take their case-folded form, FTS5's diacritic marks vanish, and other combining
+    marks separate terms. (FTS5's tables date from Unicode 6.1: it keeps inside a token the
+    few marks assigned since, which this pass treats as separators.)
+    """
+    if token.isascii():
+        return (token,)
+    terms: list[str] = []
+    current: list[str] = []
+    for ch in token:
+        if ch in _FTS5_SEPARATOR_LETTERS or (
+            unicodedata.category(ch)[0] == "M" and not _is_fts5_diacritic(ch)
+        ):
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(_fts5_fold(ch))
+    terms.append("".join(current))
+    return tuple(term for term in terms if term)
+
+
+def _fts5_fold(ch: str) -> str:
+    """One character folded as FTS5 does: diacritics removed from Latin letters."""
+    if ch in _FTS5_CASE_FOLDS:
+        return _FTS5_CASE_FOLDS[ch]
+    decomposed = unicodedata.normalize("NFD", ch)
+    if (
+        len(decomposed) > 1
+        and decomposed[0].isascii()
+        and ch not in _FTS5_UNFOLDED
+        and all(_is_fts5_diacritic(mark) for mark in decomposed[1:])
+    ):
+        return decomposed[0].lower()
+    return "" if _is_fts5_diacritic(ch) else ch
+
+
+def _is_fts5_diacritic(ch: str) -> bool:
+    """FTS5's 25 removable diacritic marks (its sqlite3Fts5UnicodeIsdiacritic bit masks)."""
+    code = ord(ch) - 0x300
+    if not 0 <= code < 50:
+        return False
+    return bool((0x08029FDF >> code) & 1) if code < 32 else bool((0x000361F8 >> (code - 32)) & 1)
+
+
+# Folds that differ from str.lower: FTS5 uses the case-folded letter.
+_FTS5_CASE_FOLDS = {
+    "ς": "σ",
+    "ϐ": "β",
+    "ϑ": "θ",
+    "ϕ": "φ",
+    "ϖ": "π",
+    "ϰ": "κ",
+    "ϱ": "ρ",
+    "ϵ": "ε",
+    "µ": "μ",
+    "ſ": "s",
+    "ẛ": "s",
+    "\u1fbe": "ι",
+}
+# Latin letters with only diacritic marks that FTS5's fold table nevertheless keeps.
+_FTS5_UNFOLDED = frozenset("ǡ")
+# Letters today that were spacing marks in Unicode 6.1 (New Tai Lue vowels, a Vedic sign).
+_FTS5_SEPARATOR_LETTERS = frozenset(
+    [*map(chr, range(0x19B0, 0x19C1)), "\u19c8", "\u19c9", "\u1cf2", "\u1cf3"]
+)
 
 
 def is_latin_only(normalized: str) -> bool:

@@ -27,26 +27,28 @@ def index(tmp_path: Path) -> SQLiteIndex:
     return index
 
 
-def test_bm25_of_an_or_expression_is_the_sum_of_its_terms_contributions(
+ALL = 1_000
+
+
+def test_expand_ranks_a_terms_units_exactly_as_the_whole_expression_does(
     index: SQLiteIndex,
 ) -> None:
-    """The additivity that lets expansion reuse the initial search's scores."""
+    """Scores summed per phrase on the candidates equal FTS5's score of the whole OR."""
     terms = ["river", "wheat", "village", "autumn", "old stone"]
-    whole = dict(index.rank_expression(terms, None))
-    parts = index.term_scores(terms)
-    for unit_id, score in whole.items():
-        assert score == pytest.approx(sum(p.get(unit_id, 0.0) for p in parts.values()))
+    whole = index.rank_expression(terms, ALL)
+    ranked = index.expand(["village"], terms, set(), ALL)["village"]
+    village = set(index.term_members(["village"])["village"])
+    assert ranked == [unit_id for unit_id, _ in whole if unit_id in village]
 
 
 def test_each_term_list_holds_only_unseen_units_ranked_by_the_whole_expression(
     index: SQLiteIndex,
 ) -> None:
-    question_scores = dict(index.rank_expression(["river"], None))
-    seen = {unit_id for unit_id, _ in index.rank_expression(["orchard"], None)}
+    seen = {unit_id for unit_id, _ in index.rank_expression(["orchard"], ALL)}
     terms = [ExpansionTerm("wheat", 2.0), ExpansionTerm("village", 1.0)]
-    new = expansion_candidates(index, terms, question_scores, seen, None, 100, 100)
+    new = expansion_candidates(index, terms, ["river"], seen, None, 100, 100)
     assert not set(new) & seen
-    whole = dict(index.rank_expression(["river", "wheat", "village"], None))
+    whole = dict(index.rank_expression(["river", "wheat", "village"], ALL))
     wheat = [u for u in index.term_members(["wheat"])["wheat"] if u not in seen]
     best_wheat = min(wheat, key=lambda u: (-whole[u], u))
     assert new[0] == best_wheat
@@ -54,7 +56,7 @@ def test_each_term_list_holds_only_unseen_units_ranked_by_the_whole_expression(
 
 def test_interleaving_alternates_between_terms_in_priority_order(index: SQLiteIndex) -> None:
     terms = [ExpansionTerm("cider", 3.0), ExpansionTerm("bread", 2.0)]
-    new = expansion_candidates(index, terms, {}, set(), None, 100, 100)
+    new = expansion_candidates(index, terms, [], set(), None, 100, 100)
     cider = set(index.term_members(["cider"])["cider"])
     bread = set(index.term_members(["bread"])["bread"])
     assert new[0] in cider and new[1] in bread
@@ -71,15 +73,18 @@ def test_a_multiword_name_without_unseen_match_falls_back_to_a_title_subphrase(
             Document("b", "The harbour lighthouse was built in 1820.", "Harbour Lighthouse"),
         ]
     )
-    seen = {u for u, _ in index.rank_expression(["visitors"], None)}
+    seen = {u for u, _ in index.rank_expression(["visitors"], ALL)}
     terms = [ExpansionTerm("grand harbour lighthouse museum", 1.0)]
-    new = expansion_candidates(index, terms, {}, seen, None, 100, 100)
+    new = expansion_candidates(index, terms, [], seen, None, 100, 100)
     document_of = {u.unit_id: u.doc_id for u in index.units(new).values()}
     assert [document_of[u] for u in new] == ["b"]
 
 
-def test_allowed_units_restrict_the_new_candidates(index: SQLiteIndex) -> None:
+def test_filters_restrict_the_new_candidates_inside_the_query(tmp_path: Path) -> None:
+    index = SQLiteIndex(tmp_path / "filtered.db")
+    index.add_documents(
+        Document(str(n), text, title, {"keep": n == 2}) for n, (title, text) in enumerate(TEXTS)
+    )
     terms = [ExpansionTerm("village", 1.0)]
-    members = index.term_members(["village"])["village"]
-    allowed = {members[0]}
-    assert expansion_candidates(index, terms, {}, set(), allowed, 100, 100) == [members[0]]
+    new = expansion_candidates(index, terms, [], set(), {"keep": True}, 100, 100)
+    assert [unit.doc_id for unit in index.units(new).values()] == ["2"]

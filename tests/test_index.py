@@ -358,8 +358,8 @@ def test_df_of_a_phrase_counts_bodies_holding_its_words_in_order(
 
 
 def test_df_of_non_ascii_tokens(tiny_index: SQLiteIndex) -> None:
-    frequencies = tiny_index.document_frequencies(["北京", "столица", "beyoncé", "третий"])
-    assert frequencies == {"北京": 1, "столица": 1, "beyoncé": 1, "третий": 0}
+    frequencies = tiny_index.document_frequencies(["北京", "столица", "beyonce", "третий"])
+    assert frequencies == {"北京": 1, "столица": 1, "beyonce": 1, "третий": 0}
 
 
 def test_df_counts_units_not_occurrences(tiny_index: SQLiteIndex) -> None:
@@ -418,7 +418,7 @@ def test_unaccented_question_word_is_repaired_to_the_accented_title(
     """'Lodz' shares no token with 'Łódź' (ł does not fold), so only the alias can match it."""
     assert tokenize("Lodz") != tokenize("Łódź")
     assert tiny_index.document_frequencies_any(["lodz"]) == {"lodz": 0}
-    assert tiny_index.query_terms("Where is Lodz?") == ["łódź"]
+    assert tiny_index.query_terms("Where is Lodz?") == ["łodz"]
     assert doc_ids(tiny_index.search("Where is Lodz?")) == ["lodz"]
 
 
@@ -436,7 +436,7 @@ def test_alias_appears_after_the_title_is_added(empty_index: SQLiteIndex) -> Non
     empty_index.add_documents([Document("other", "Some unrelated text.")])
     assert empty_index.query_terms("Lodz") == ["lodz"]
     empty_index.add_documents([Document("lodz", "A city in Poland.", title="Łódź")])
-    assert empty_index.query_terms("Lodz") == ["łódź"]
+    assert empty_index.query_terms("Lodz") == ["łodz"]
 
 
 # -- filters ---------------------------------------------------------------------------------

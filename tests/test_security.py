@@ -397,7 +397,9 @@ async def test_hostile_passages_stay_quoted_strings_in_chat_requests(
 # -- SQL safety --------------------------------------------------------------------------------
 
 SQL_METHODS = frozenset({"execute", "executemany", "executescript"})
-FILTER_TEMPLATES = frozenset({"SEARCH_FILTERED_SQL", "FILTERED_UNIT_IDS_SQL"})
+FILTER_TEMPLATES = frozenset(
+    {"SEARCH_FILTERED_SQL", "FILTERED_UNIT_IDS_SQL", "MEMBERS_FILTERED_SQL"}
+)
 # Every word or symbol a compiled filter condition may contain: fixed SQL, never caller text.
 FILTER_SQL_VOCABULARY = frozenset(
     [
@@ -689,15 +691,16 @@ def test_every_execute_call_in_the_package_receives_constant_sql() -> None:
     assert len(calls) > 25
 
 
-def test_the_only_formatted_sql_is_built_by_the_two_filter_call_sites(
+def test_the_only_formatted_sql_is_built_by_the_three_filter_call_sites(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(globals(), "FILTER_TEMPLATES", frozenset())
     flagged = [site for module in package_sites() for site in module.unsafe_calls()]
-    assert len(flagged) == 2
+    assert len(flagged) == 3
     assert all(site.startswith("index.py:") for site in flagged)
     assert any("execute(statement, params)" in site for site in flagged)
     assert any("execute(statement, values)" in site for site in flagged)
+    assert any("execute(compound, (*params, scoring, limit))" in site for site in flagged)
 
 
 def test_the_scan_flags_sql_built_from_variables() -> None:

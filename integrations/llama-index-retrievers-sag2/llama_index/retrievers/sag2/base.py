@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import Any, cast
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks.base import CallbackManager
@@ -272,7 +272,8 @@ class SAG2Retriever(BaseRetriever):
     @property
     def sqlite_index(self) -> SQLiteIndex:
         """The SQLite index the retriever searches."""
-        return self._engine.index
+        # The engine holds a LexicalBackend; this retriever always builds it on SQLite.
+        return cast(SQLiteIndex, self._engine.index)
 
     @property
     def judge(self) -> Judge:

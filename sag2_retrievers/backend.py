@@ -1,0 +1,130 @@
+"""LexicalBackend: what the SAG2 engine asks of a lexical index, with no SQL in the contract.
+
+A backend stores analysed units (tokens are final when they arrive; it never re-tokenises)
+and answers bounded questions about them: top-k BM25 of an OR of terms, per-term expansion
+candidates, document frequencies, and lookups by id. No method returns every match of a query
+or every id of a filter, so a server backend (PostgreSQL, issue 14) can implement it with
+top-k queries. ``SQLiteIndex`` is the reference implementation.
+
+Scores follow FTS5's ``bm25()`` exactly (weights title 2, heading 2, body 1; see
+``docs/method.md``): for an OR of phrases it is the sum of each phrase's contribution, each
+phrase repeated in the list counting once per repetition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, runtime_checkable
+
+from ._ingest import PreparedBatch
+from .documents import Document, Unit
+from .filters import FilterExpr
+from .questions import analysed_question
+from .text import distinct_tokens, fold_accents, tokenize
+
+# The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
+# or a parsed expression (`filters.py`); each backend compiles it itself.
+Filters = Mapping[str, Any] | FilterExpr
+
+
+@runtime_checkable
+class LexicalBackend(Protocol):
+    """A lexical index of units: writes, one read snapshot, BM25 top-k, expansion, lookups."""
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+        """Replace (by id) documents with their analysed units in one transaction; units written."""
+        ...
+
+    def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents and their units by id in one transaction; documents removed."""
+        ...
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Make this thread's reads inside the block see one consistent state (re-entrant)."""
+        ...
+
+    def unit_count(self) -> int:
+        """N: the number of indexed units."""
+        ...
+
+    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """Body-level df of tokens and space-joined phrases (0 for an unknown term)."""
+        ...
+
+    def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
+        """Units matching each token or phrase in any field (the "matches nothing" test)."""
+        ...
+
+    def rank_expression(
+        self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
+        ...
+
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term: the top ``limit`` units holding it in any field, not excluded,
+        passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
+        ties by unit id."""
+        ...
+
+    def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
+        """The units with these ids (missing ids are absent)."""
+        ...
+
+    def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
+        """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
+        ...
+
+    def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of these documents, keyed by id."""
+        ...
+
+    def title_aliases(self, folded: Collection[str]) -> dict[str, str]:
+        """For each accent-folded title key that is one title's alias, that title's phrase."""
+        ...
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        ...
+
+
+def alias_key(term: str) -> str:
+    """The accent-folded form of a term under which a title alias is stored."""
+    return " ".join(tokenize(fold_accents(term)))
+
+
+def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
+    """The first distinct tokens of a checked question's analysed part, each repaired by a
+    title alias when unmatched."""
+    tokens = distinct_tokens(analysed_question(question), max_tokens)
+    return list(dict.fromkeys(repair_terms(backend, tokens)))
+
+
+def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
+    """Replace each term that matches nothing by the title it is an accent alias of (§3.2)."""
+    keys = {term: alias_key(term) for term in terms}
+    aliases = backend.title_aliases(set(keys.values()))
+    candidates = {term: aliases[key] for term, key in keys.items() if key in aliases}
+    if not candidates:
+        return list(terms)
+    # Only terms that have an alias can change, so only they need a match count.
+    counts = backend.document_frequencies_any([*candidates, *candidates.values()])
+    return [
+        candidates[term]
+        if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
+        else term
+        for term in terms
+    ]

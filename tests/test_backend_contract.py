@@ -1,0 +1,199 @@
+"""The LexicalBackend contract, run against every backend (add one with a line in BACKENDS)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from sag2_retrievers import Document, LexicalBackend, SQLiteIndex
+from sag2_retrievers._ingest import start_preparing
+from sag2_retrievers.backend import query_terms
+from sag2_retrievers.text import tokenize
+
+BackendFactory = Callable[[Path], LexicalBackend]
+BACKENDS: dict[str, BackendFactory] = {
+    "sqlite": lambda folder: SQLiteIndex(folder / "contract.db"),
+}
+ALL = 1_000
+
+# Twins (same title and text) tie on every score; "kiln" is in a title only.
+CORPUS = (
+    Document("d0", "The river mill ground wheat and barley.", "Mill", {"region": "north"}),
+    Document("d1", "Wheat fields line the river near the old mill.", "Fields", {"region": "south"}),
+    Document("d2", "A potter fired bowls by the river.", "Kiln Works", {"region": "north"}),
+    Document("d3", "Barley and wheat feed the village bakery.", "Bakery", {"region": "south"}),
+    Document("d4", "Barley and wheat feed the village bakery.", "Bakery", {"region": "north"}),
+    Document("d5", "Lighthouse keepers watched the harbour.", "Harbour Lighthouse", {"n": 1}),
+    Document("d6", "Sailors admired the Łódź textile mills.", "Łódź", {"region": "east"}),
+)
+
+
+def load(backend: LexicalBackend, documents: Sequence[Document]) -> int:
+    """Write documents through the protocol: analysed here, upserted by the backend."""
+    return backend.upsert_analysed(documents, start_preparing(documents, 2200, None)())
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalBackend]:
+    instance = BACKENDS[request.param](tmp_path)
+    load(instance, CORPUS)
+    yield instance
+    close = getattr(instance, "close", None)
+    if close is not None:
+        close()
+
+
+def unit_of(backend: LexicalBackend) -> dict[str, int]:
+    """Document id -> unit id (each corpus document is one unit)."""
+    doc_of = backend.units(range(1, 100))
+    return {unit.doc_id: unit_id for unit_id, unit in doc_of.items()}
+
+
+def holding(term: str) -> set[str]:
+    """The corpus documents holding a token in their title or text (the expected match set)."""
+    return {doc.id for doc in CORPUS if term in tokenize(doc.title + " " + doc.text)}
+
+
+def test_an_sqlite_index_is_a_lexical_backend(backend: LexicalBackend) -> None:
+    assert isinstance(backend, LexicalBackend)
+
+
+def test_unit_count_counts_written_units(backend: LexicalBackend) -> None:
+    assert backend.unit_count() == len(CORPUS)
+
+
+def test_search_matches_every_unit_holding_any_term(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    ranked = backend.rank_expression(["barley", "kiln"], ALL)
+    assert {u for u, _ in ranked} == {ids[d] for d in holding("barley") | holding("kiln")}
+
+
+def test_search_ranks_best_first_and_breaks_ties_by_unit_id(backend: LexicalBackend) -> None:
+    ranked = backend.rank_expression(["bakery", "wheat"], ALL)
+    keys = [(-score, unit_id) for unit_id, score in ranked]
+    assert keys == sorted(keys)
+    twins = [unit_of(backend)[d] for d in ("d3", "d4")]
+    assert [u for u, _ in ranked[:2]] == sorted(twins)
+    assert ranked[0][1] == ranked[1][1] > 0
+
+
+def test_search_returns_the_top_limit_of_the_full_ranking(backend: LexicalBackend) -> None:
+    full = backend.rank_expression(["wheat", "river"], ALL)
+    assert backend.rank_expression(["wheat", "river"], 2) == full[:2]
+    assert backend.rank_expression(["wheat", "river"], 0) == []
+    assert backend.rank_expression([], ALL) == []
+
+
+def test_search_applies_filters_inside_the_query(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    south = [u for u, _ in backend.rank_expression(["wheat"], ALL) if u in (ids["d1"], ids["d3"])]
+    assert [u for u, _ in backend.rank_expression(["wheat"], 1, filters={"region": "south"})] == (
+        south[:1]
+    )
+    either = backend.rank_expression(["wheat"], ALL, filters={"region": ["north", "east"]})
+    assert {u for u, _ in either} == {ids["d0"], ids["d4"]}
+
+
+def test_expand_lists_unseen_units_holding_each_term(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    excluded = {ids["d0"]}
+    ranked = backend.expand(["barley", "river"], ["wheat", "barley", "river"], excluded, ALL)
+    assert list(ranked) == ["barley", "river"]
+    assert set(ranked["barley"]) == {ids[d] for d in holding("barley")} - excluded
+    assert set(ranked["river"]) == {ids[d] for d in holding("river")} - excluded
+
+
+def test_expand_ranks_by_the_whole_scoring_expression(backend: LexicalBackend) -> None:
+    scoring = ["wheat", "barley", "river", "mill"]
+    whole = backend.rank_expression(scoring, ALL)
+    members = set(backend.expand(["barley"], ["barley"], set(), ALL)["barley"])
+    ranked = backend.expand(["barley"], scoring, set(), ALL)["barley"]
+    assert ranked == [unit_id for unit_id, _ in whole if unit_id in members]
+
+
+def test_expand_breaks_ties_by_unit_id_and_stops_at_the_limit(backend: LexicalBackend) -> None:
+    twins = sorted(unit_of(backend)[d] for d in ("d3", "d4"))
+    assert backend.expand(["bakery"], ["bakery"], set(), 1)["bakery"] == twins[:1]
+    assert backend.expand(["bakery"], ["bakery"], set(), ALL)["bakery"] == twins
+
+
+def test_expand_counts_a_repeated_scoring_term_each_time(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    # Of the river units, d2 holds the rare "potter" and d1 the less rare "old": counted
+    # twice, "old" puts d1 ahead.
+    once = backend.expand(["river"], ["river", "old", "potter"], set(), ALL)["river"]
+    twice = backend.expand(["river"], ["river", "old", "old", "potter"], set(), ALL)["river"]
+    assert once[:2] == [ids["d2"], ids["d1"]]
+    assert twice[:1] == [ids["d1"]] and set(twice) == set(once)
+
+
+def test_expand_applies_filters_inside_the_query(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    ranked = backend.expand(["wheat"], ["wheat"], {ids["d0"]}, ALL, filters={"region": "north"})
+    assert ranked == {"wheat": [ids["d4"]]}
+
+
+def test_expand_with_nothing_to_find_gives_empty_lists(backend: LexicalBackend) -> None:
+    assert backend.expand(["xylophone"], ["xylophone"], set(), ALL) == {"xylophone": []}
+    everything = set(unit_of(backend).values())
+    assert backend.expand(["wheat"], ["wheat"], everything, ALL) == {"wheat": []}
+
+
+def test_document_frequencies_count_bodies_for_tokens_and_phrases(
+    backend: LexicalBackend,
+) -> None:
+    df = backend.document_frequencies(["wheat", "kiln", "village bakery", "nothing"])
+    assert df == {"wheat": 4, "kiln": 0, "village bakery": 2, "nothing": 0}
+
+
+def test_any_field_counts_include_titles(backend: LexicalBackend) -> None:
+    counts = backend.document_frequencies_any(["kiln", "harbour lighthouse", "nothing"])
+    assert counts == {"kiln": 1, "harbour lighthouse": 1, "nothing": 0}
+
+
+def test_units_expansion_units_and_metadata_by_id(backend: LexicalBackend) -> None:
+    ids = unit_of(backend)
+    units = backend.units([ids["d2"], 999])
+    assert list(units) == [ids["d2"]]
+    assert units[ids["d2"]].body == CORPUS[2].text and units[ids["d2"]].title == "Kiln Works"
+    sentences = backend.expansion_units([ids["d2"]])[ids["d2"]]
+    assert "potter" in {term for sentence in sentences for term in sentence}
+    assert backend.metadata(["d1", "missing"]) == {"d1": {"region": "south"}}
+
+
+def test_title_lookups_are_answered_for_the_keys_asked(backend: LexicalBackend) -> None:
+    assert backend.title_aliases({"lodz", "mill"}) == {"lodz": "łodz"}
+    assert backend.title_phrases({"harbour lighthouse", "river mill"}) == {"harbour lighthouse"}
+    assert query_terms(backend, "Textile mills of Lodz?", 80) == ["textile", "mills", "łodz"]
+
+
+def test_upsert_replaces_and_delete_removes_everywhere(backend: LexicalBackend) -> None:
+    load(backend, [Document("d2", "A potter fired jugs.", "Kiln Works")])
+    assert backend.document_frequencies(["bowls", "jugs"]) == {"bowls": 0, "jugs": 1}
+    assert backend.delete(["d2", "missing"]) == 1
+    assert backend.unit_count() == len(CORPUS) - 1
+    assert backend.rank_expression(["jugs", "potter"], ALL) == []
+    assert backend.document_frequencies(["jugs"]) == {"jugs": 0}
+
+
+def test_a_snapshot_keeps_one_state_while_another_thread_writes(
+    backend: LexicalBackend,
+) -> None:
+    def rewrite() -> None:
+        backend.delete(["d0", "d1"])
+        load(backend, [Document("d9", "Wheat and more wheat.", "Granary")])
+
+    with backend.snapshot():
+        before = backend.rank_expression(["wheat"], ALL)
+        count = backend.unit_count()
+        writer = threading.Thread(target=rewrite)
+        writer.start()
+        writer.join()
+        assert backend.rank_expression(["wheat"], ALL) == before
+        assert backend.unit_count() == count
+        assert backend.expand(["wheat"], ["wheat"], set(), ALL)["wheat"] == [u for u, _ in before]
+    after = backend.rank_expression(["wheat"], ALL)
+    assert after != before and backend.unit_count() == count - 1
