@@ -311,7 +311,16 @@ class SAG2Engine:
 
     def _request(self, state: _Retrieval, plan: _RoundPlan) -> JudgeRequest:
         """The judge request of a round: candidates, shared context and note (if enabled)."""
-        candidates = tuple(Candidate(state.units[u].title, state.units[u].body) for u in plan.pool)
+        candidates = tuple(
+            Candidate(
+                state.units[u].title,
+                state.units[u].body,
+                state.found.get(u),
+                state.question_scores.get(u),
+                state.scores.get(u),
+            )
+            for u in plan.pool
+        )
         if not self.config.shared_context:
             return JudgeRequest(state.question, candidates, instruction=self.config.instruction)
         context = tuple(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -27,6 +27,7 @@ from ._embeddings import (
 from .base import Candidate, Judge, JudgeRequest
 
 Variant = Literal["question", "question+context"]
+PRECOMPUTE_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -119,15 +120,19 @@ class LocalJudge(Judge):
         similarities: Vectors = passages @ question
         return similarities
 
-    def precompute(self, passages: Iterable[Candidate], batch_size: int = 256) -> None:
-        """Embed passages ahead of queries (e.g. after an ingest), so retrieval finds them cached.
+    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+        """Prepare passage-side work (e.g. embeddings) ahead of questions; returns how many passages were prepared."""  # noqa: E501
+        # Without it each passage is encoded the first time it is judged, which makes the
+        # first questions over a new corpus slow.
+        texts = [passage_text(p.title, p.text) for p in candidates]
+        starts = range(0, len(texts), PRECOMPUTE_BATCH)
+        if progress:
+            from tqdm import tqdm
 
-        Without it each passage is encoded the first time it is judged, which makes the first
-        questions over a new corpus slow (the model encodes a few dozen passages a second).
-        """
-        texts = [passage_text(p.title, p.text) for p in passages]
-        for start in range(0, len(texts), batch_size):
-            self._embedder.embed(texts[start : start + batch_size])
+            starts = tqdm(starts, desc="embedding passages", unit="batch")
+        for start in starts:
+            self._embedder.embed(texts[start : start + PRECOMPUTE_BATCH])
+        return len(texts)
 
     def close(self) -> None:
         """Close the embedding cache's SQLite connection."""
