@@ -256,3 +256,14 @@ def test_training_on_a_tiny_fixture(tmp_path: Path, encoder: MiniLMEncoder) -> N
     assert scores[examples.labels == 1].mean() > scores[examples.labels == 0].mean()
     assert LearnedModel.from_json(model.to_json(), "round trip") == model
     passage_terms.cache_clear()
+
+
+@needs_model
+def test_factory_local_is_the_learned_judge_and_similarity_stays_selectable() -> None:
+    """``local`` builds the learned judge (it won on the dev subset); the old one has a name."""
+    from sag2_retrievers.judges.factory import make_judge
+    from sag2_retrievers.judges.local import LocalJudge
+
+    assert isinstance(make_judge("local"), LearnedJudge)
+    assert isinstance(make_judge("local-learned"), LearnedJudge)
+    assert isinstance(make_judge("local-similarity"), LocalJudge)
