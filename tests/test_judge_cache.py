@@ -235,3 +235,29 @@ async def test_aclose_closes_the_cache_and_the_inner_judge(cache_path: Path) -> 
 async def test_unwritable_cache_path_raises_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(JudgeError, match="could not open the judgment cache"):
         CachedJudge(RecordingJudge(), tmp_path / "missing-dir" / "cache.sqlite")
+
+
+class BatchJudge(RecordingJudge):
+    """A batch-dependent judge: a candidate's score is its share of the batch's text length."""
+
+    scores_whole_request = True
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        await super()._score(request)
+        total = sum(len(c.text) for c in request.candidates) or 1
+        return [len(c.text) / total for c in request.candidates]
+
+
+async def test_whole_request_judge_never_reuses_a_score_from_another_batch(
+    cache_path: Path,
+) -> None:
+    """A passage judged in one batch is judged again in a different batch, with all its peers."""
+    inner = BatchJudge()
+    judge = CachedJudge(inner, cache_path)
+    first = await judge.score(request("aa", "bbbb"))
+    second = await judge.score(request("aa", "bbbbbb"))
+    assert first[0] != second[0]
+    assert asked(inner) == [["aa", "bbbb"], ["aa", "bbbbbb"]]
+    assert await judge.score(request("aa", "bbbb")) == first
+    assert len(inner.requests) == 2
+    judge.close()
