@@ -1,6 +1,7 @@
 """Fit the learned judge on SAG2's own judgments over the train fixtures, and write its model.
 
     python benchmarks/fit_learned_judge.py   # writes sag2_retrievers/data/learned_judge.json
+    python benchmarks/fit_learned_judge.py --hold-out musique-train   # cross-set check
 
 Pass 1 runs SAG2 (H=2) with the similarity judge as a bootstrap over the MuSiQue and HotpotQA
 train fixtures and records every request the engine makes; pass 2 (``--passes 2``) runs again
@@ -13,6 +14,7 @@ the KAG dev subset, which is for evaluation only. Indexes and embeddings live in
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -24,8 +26,9 @@ from pathlib import Path
 import numpy as np
 from _common import SHARED_DATA, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
 
-from sag2_retrievers import Document, SQLiteIndex
+from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions
+from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges._embeddings import CachedEncoder, EmbeddingCache, MiniLMEncoder
 from sag2_retrievers.judges._evidence_features import FEATURE_NAMES
 from sag2_retrievers.judges.base import Candidate, Judge, JudgeRequest
@@ -137,22 +140,13 @@ def report(model: LearnedModel) -> None:
     print(f"| (bias) | {model.bias:+.3f} |")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Collect the trajectories, fit, and write the model file."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=Path, default=Path("runs"))
-    parser.add_argument("--passes", type=int, choices=(1, 2), default=2)
-    parser.add_argument("--out", type=Path, default=PACKAGED)
-    args = parser.parse_args(argv)
-    args.runs.mkdir(parents=True, exist_ok=True)
-    print(f"Fit {date.today()} on {machine()}, commit {git_revision()}.")
-    encoder = MiniLMEncoder()
-    sets = [open_set(name, q, c, args.runs, encoder) for name, q, c in TRAIN_SETS]
+def fit(sets: Sequence[TrainSet], passes: int, runs: Path, encoder: MiniLMEncoder) -> LearnedModel:
+    """Pass 1 on the bootstrap judge's trajectories, optionally pass 2 on the model's own."""
     print("pass 1 (bootstrap: similarity judge)")
     examples = examples_for(sets, None, encoder)
     model = fit_model(examples.features, examples.labels, l2=L2, fitted=describe(1, examples, sets))
-    if args.passes == 2:
-        first = args.runs / "learned_judge_pass1.json"
+    if passes == 2:
+        first = runs / f"learned_judge_pass1_{'+'.join(s.name for s in sets)}.json"
         first.write_text(json.dumps(model.to_json(), indent=1))
         print("pass 2 (the pass-1 model's own trajectories)")
         second = examples_for(sets, first, encoder)
@@ -164,9 +158,52 @@ def main(argv: list[str] | None = None) -> int:
         model = fit_model(
             examples.features, examples.labels, l2=L2, fitted=describe(2, examples, sets)
         )
-    args.out.write_text(json.dumps(model.to_json(), indent=1) + "\n")
-    print(f"wrote {args.out} ({len(examples.labels)} judgments, {examples.positives} gold)")
+    print(f"fitted on {len(examples.labels)} judgments, {examples.positives} gold")
+    return model
+
+
+def held_out_recall(held: TrainSet, model_path: Path, encoder: MiniLMEncoder) -> None:
+    """R@10 on a train set the model was not fitted on: BM25, and each offline judge at H=0/H=2."""
+    print(f"\n| {held.name}, held out | R@10 |\n|---|---:|")
+    bm25 = asyncio.run(evaluate(held.index, held.questions, None, EvalOptions("bm25")))
+    print(f"| BM25 | {bm25.summary()['recall_at']['10']:.2f} |")
+    for label, judge in (
+        ("similarity judge", LocalJudge(cache_path=held.index.path, encoder=encoder)),
+        (
+            "learned judge, other set only",
+            LearnedJudge(model_path=model_path, cache_path=held.index.path, encoder=encoder),
+        ),
+    ):
+        for hops in (0, 2):
+            options = EvalOptions("sag2", SAG2Config(hops=hops), concurrency=1)
+            run = asyncio.run(evaluate(held.index, held.questions, judge, options))
+            print(f"| {label}, H={hops} | {run.summary()['recall_at']['10']:.2f} |", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Collect the trajectories, fit, and write the model file (or test on a held-out set)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=Path, default=Path("runs"))
+    parser.add_argument("--passes", type=int, choices=(1, 2), default=2)
+    parser.add_argument("--out", type=Path, default=PACKAGED)
+    parser.add_argument(
+        "--hold-out",
+        choices=[name for name, _, _ in TRAIN_SETS],
+        help="fit on the other train set only and report R@10 on this one (writes to --runs)",
+    )
+    args = parser.parse_args(argv)
+    args.runs.mkdir(parents=True, exist_ok=True)
+    print(f"Fit {date.today()} on {machine()}, commit {git_revision()}.")
+    encoder = MiniLMEncoder()
+    sets = [open_set(name, q, c, args.runs, encoder) for name, q, c in TRAIN_SETS]
+    fitted_on = [s for s in sets if s.name != args.hold_out]
+    model = fit(fitted_on, args.passes, args.runs, encoder)
+    out = args.out if args.hold_out is None else args.runs / f"learned_without_{args.hold_out}.json"
+    out.write_text(json.dumps(model.to_json(), indent=1) + "\n")
+    print(f"wrote {out}")
     report(model)
+    if args.hold_out is not None:
+        held_out_recall(next(s for s in sets if s.name == args.hold_out), out, encoder)
     return 0
 
 
