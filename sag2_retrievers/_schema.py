@@ -42,6 +42,9 @@ BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 SEARCH_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
+UNIT_SCORES_SQL = f"""
+    SELECT units_fts.rowid, {BM25_SCORE} FROM units_fts
+    WHERE units_fts MATCH ? AND units_fts.rowid IN (SELECT value FROM json_each(?))"""
 SEARCH_FILTERED_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid

@@ -66,6 +66,11 @@ class LexicalBackend(Protocol):
         """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
         ...
 
+    def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
+        """BM25 of the OR of the distinct terms for the given units; units matching no term
+        are absent (corpus statistics as in `rank_expression`)."""
+        ...
+
     def expand(
         self,
         required_terms: Sequence[str],

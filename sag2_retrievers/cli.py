@@ -45,7 +45,14 @@ from .trace_html import write_trace_html
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
 DEMO_DEFAULT_QUESTIONS = 12
-DEFAULT_CONCURRENCY = {"jev": 16, "local": 1, "openai": 4, "fake": 4}
+DEFAULT_CONCURRENCY = {
+    "jev": 16,
+    "local": 1,
+    "local-learned": 1,
+    "local-similarity": 1,
+    "openai": 4,
+    "fake": 4,
+}
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -132,7 +139,7 @@ def _judge_options() -> argparse.ArgumentParser:
         "--judge",
         choices=JUDGE_NAMES,
         help="evidence judge (default: jev when OPENROUTER_API_KEY or TYPESAFE_API_KEY is set, "
-        "else local)",
+        "else local, the offline learned judge; local-similarity is the embedding-similarity one)",
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")

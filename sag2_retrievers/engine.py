@@ -56,6 +56,8 @@ class _Retrieval:
     seed_history: list[int] = field(default_factory=list)
     ranking: list[int] = field(default_factory=list)
     lexical: list[tuple[int, float]] = field(default_factory=list)
+    # BM25 against the question of every pool member that matches it (a judge feature).
+    question_scores: dict[int, float] = field(default_factory=dict)
     n_units: int = 0
     trace: list[RoundTrace] = field(default_factory=list)
     stop_reason: str = "completed"
@@ -214,6 +216,7 @@ class SAG2Engine:
             state.n_units = self.index.unit_count()
             state.lexical = self.index.rank_expression(state.query_terms, limit, filters=expr)
             initial = [unit_id for unit_id, _ in state.lexical]
+            state.question_scores = dict(state.lexical)
             state.record_candidates(initial, 0, config.fusion_k)
             state.protected = initial[: config.protected]
             state.units.update(self.index.units(initial))
@@ -309,8 +312,11 @@ class SAG2Engine:
         return _RoundPlan(2, pool, context, config.reassess_note, True)
 
     def _with_units(self, state: _Retrieval, plan: _RoundPlan) -> _RoundPlan:
-        """Fetch the plan's new units; drop any a concurrent writer deleted since they ranked."""
+        """Fetch the plan's new units and their question BM25; drop any a concurrent writer
+        deleted since they ranked."""
         state.units.update(self.index.units(u for u in plan.pool if u not in state.units))
+        unscored = [u for u in plan.pool if u not in state.question_scores]
+        state.question_scores.update(self.index.score_units(state.query_terms, unscored))
         pool = [u for u in plan.pool if u in state.units]
         context = [u for u in plan.context if u in state.units]
         return replace(plan, pool=pool, context=context)
@@ -349,7 +355,16 @@ class SAG2Engine:
 
     def _request(self, state: _Retrieval, plan: _RoundPlan) -> JudgeRequest:
         """The judge request of a round: candidates, shared context and note (if enabled)."""
-        candidates = tuple(Candidate(state.units[u].title, state.units[u].body) for u in plan.pool)
+        candidates = tuple(
+            Candidate(
+                state.units[u].title,
+                state.units[u].body,
+                state.found.get(u),
+                state.question_scores.get(u),
+                state.scores.get(u),
+            )
+            for u in plan.pool
+        )
         if not self.config.shared_context:
             return JudgeRequest(state.question, candidates, instruction=self.config.instruction)
         context = tuple(

@@ -343,6 +343,16 @@ class SQLiteIndex:
         rows = self._connection().execute(statement, params)
         return [(int(rowid), float(score)) for rowid, score in rows]
 
+    def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
+        """BM25 of the OR of the distinct terms for the given units; units matching no term
+        are absent (FTS5's statistics cover the whole table, as in `rank_expression`)."""
+        expression = or_expression(terms)
+        if not expression or not unit_ids:
+            return {}
+        ids = json_list(sorted(unit_ids), "unit ids")
+        rows = self._connection().execute(sql.UNIT_SCORES_SQL, (expression, ids))
+        return {int(rowid): float(score) for rowid, score in rows}
+
     def expand(
         self,
         required_terms: Sequence[str],

@@ -197,3 +197,15 @@ def test_a_snapshot_keeps_one_state_while_another_thread_writes(
         assert backend.expand(["wheat"], ["wheat"], set(), ALL)["wheat"] == [u for u, _ in before]
     after = backend.rank_expression(["wheat"], ALL)
     assert after != before and backend.unit_count() == count - 1
+
+
+def test_score_units_equals_the_ranking_scores_of_those_units(backend: LexicalBackend) -> None:
+    """Scoring chosen units gives their scores in the full ranking; non-matching are absent."""
+    full = dict(backend.rank_expression(["wheat", "river", "kiln"], ALL))
+    units = unit_of(backend)
+    chosen = {units["d0"], units["d2"], units["d5"]}
+    scored = backend.score_units(["wheat", "river", "kiln"], chosen)
+    assert set(scored) == chosen & set(full)
+    for unit_id, score in scored.items():
+        assert score == pytest.approx(full[unit_id], abs=1e-12)
+    assert backend.score_units(["wheat"], set()) == {}

@@ -492,5 +492,7 @@ def test_factory_local_without_its_dependencies_explains(
 
 def test_factory_rejects_unknown_names() -> None:
     """An unknown judge name lists the choices."""
-    with pytest.raises(InvalidInputError, match="local, jev, openai, fake"):
+    with pytest.raises(
+        InvalidInputError, match="local, local-learned, local-similarity, jev, openai, fake"
+    ):
         make_judge("oracle")

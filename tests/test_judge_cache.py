@@ -246,3 +246,29 @@ def test_precompute_is_handed_to_the_inner_judge(cache_path: Path) -> None:
     judge = CachedJudge(Preparing(), cache_path)
     assert judge.precompute(candidates("a", "b"), progress=True) == 4
     assert CachedJudge(RecordingJudge(), cache_path).precompute(candidates("a")) == 0
+
+
+class BatchJudge(RecordingJudge):
+    """A batch-dependent judge: a candidate's score is its share of the batch's text length."""
+
+    scores_whole_request = True
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        await super()._score(request)
+        total = sum(len(c.text) for c in request.candidates) or 1
+        return [len(c.text) / total for c in request.candidates]
+
+
+async def test_whole_request_judge_never_reuses_a_score_from_another_batch(
+    cache_path: Path,
+) -> None:
+    """A passage judged in one batch is judged again in a different batch, with all its peers."""
+    inner = BatchJudge()
+    judge = CachedJudge(inner, cache_path)
+    first = await judge.score(request("aa", "bbbb"))
+    second = await judge.score(request("aa", "bbbbbb"))
+    assert first[0] != second[0]
+    assert asked(inner) == [["aa", "bbbb"], ["aa", "bbbbbb"]]
+    assert await judge.score(request("aa", "bbbb")) == first
+    assert len(inner.requests) == 2
+    judge.close()

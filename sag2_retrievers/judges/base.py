@@ -35,10 +35,18 @@ REASSESS_NOTE = (
 
 @dataclass(frozen=True)
 class Candidate:
-    """One passage to be judged: its title and its text."""
+    """One passage to be judged: its title, its text and, optionally, how the engine found it.
+
+    The optional facts (filled by the engine, ignored by judges that only read text) are the
+    round that found the passage, its BM25 score against the question, and the score it
+    received in an earlier round when it is judged again.
+    """
 
     title: str
     text: str
+    round_found: int | None = None
+    question_bm25: float | None = None
+    previous_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -157,9 +165,13 @@ class Judge(abc.ABC):
     Subclasses implement `_score`; `score` validates the answer and counts judgments.
     `identity` names the judge and its model, so caches never mix scores of different judges.
     `sends_data_off_machine` tells whether questions and passages leave this machine.
+    `precompute` lets a judge prepare passage-side work once, ahead of questions.
     """
 
     sends_data_off_machine: bool = False
+    # True when a candidate's score depends on the other candidates of its request (e.g.
+    # statistics over the batch), so caches must key on the whole request, not the passage.
+    scores_whole_request: bool = False
 
     def __init__(self) -> None:
         self.usage = Usage()

