@@ -227,3 +227,8 @@ def compose(statement: str, schema: str, **parts: str | sql.Composable) -> sql.C
         for key, value in parts.items()
     }
     return sql.SQL(statement).format(s=sql.Identifier(schema), **names)
+
+
+def sql_fragment(text: str) -> sql.SQL:
+    """A fixed SQL fragment (never caller text) to put where a statement takes a condition."""
+    return sql.SQL(text)

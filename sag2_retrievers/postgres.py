@@ -334,6 +334,18 @@ class PostgresIndex:
         rows = self._rows(statement, {"phrases": phrases, "limit": limit, **values})
         return [(int(unit_id), float(score)) for unit_id, score in rows]
 
+    def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
+        """BM25 of the OR of the distinct terms for the given units; units matching no term
+        are absent (corpus statistics as in `rank_expression`)."""
+        phrases = _phrases(dict.fromkeys(term for term in terms if term))
+        ids = sorted(int(unit_id) for unit_id in unit_ids)
+        if not phrases or not ids:
+            return {}
+        only = pg.sql_fragment("h.unit_id = ANY(%(only_units)s::bigint[])")
+        statement = pg.compose(pg.SEARCH, self.schema, filters=only)
+        rows = self._rows(statement, {"phrases": phrases, "limit": len(ids), "only_units": ids})
+        return {int(unit_id): float(score) for unit_id, score in rows}
+
     def expand(
         self,
         required_terms: Sequence[str],

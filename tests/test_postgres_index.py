@@ -159,3 +159,22 @@ def test_filters_restrict_matches_but_not_statistics(
         assert pg.rank_expression(["alpha", "charlie"], 10, filters=filters) == pytest.approx(
             expected
         )
+
+
+def test_sag2_retrieves_the_same_on_both_backends(
+    tmp_path: Path, postgres_server, postgres_schema: str, musique_documents: list[Document]
+) -> None:  # type: ignore[no-untyped-def]
+    """The whole method (expansion included) gives the same ranking over either backend."""
+    from sag2_retrievers import SAG2Engine
+    from sag2_retrievers.judges.fake import OverlapJudge
+
+    lite = SQLiteIndex(tmp_path / "m.sqlite")
+    lite.add_documents(musique_documents, parallel=False)
+    pg = PostgresIndex(postgres_server.dsn, schema=postgres_schema)
+    pg.add_documents(musique_documents, parallel=False)
+    questions = [doc.title + " " + doc.text.split(".")[0] for doc in musique_documents[:6:2]]
+    for question in questions:
+        expected = SAG2Engine(lite, OverlapJudge()).retrieve(question, top_k=10)
+        actual = SAG2Engine(pg, OverlapJudge()).retrieve(question, top_k=10)
+        assert [hit.unit_id for hit in actual.hits] == [hit.unit_id for hit in expected.hits]
+        assert len(actual.trace) == len(expected.trace) > 1
