@@ -88,6 +88,10 @@ DOOMED_UNITS = """
 DELETE_DOCUMENTS = "DELETE FROM {s}.documents WHERE doc_id = ANY(%s)"
 
 UNIT_COUNT = "SELECT units FROM {s}.totals"
+SCHEMA_BYTES = """
+    SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %s AND c.relkind IN ('r', 'm')"""
 DOCUMENT_COUNT = "SELECT count(*) FROM {s}.documents"
 BODY_TOKEN_DF = "SELECT term, df FROM {s}.body_df WHERE term = ANY(%s)"
 UNITS = """
@@ -96,6 +100,10 @@ UNITS = """
     FROM {s}.units u JOIN {s}.documents d ON d.doc_id = u.doc_id
     WHERE u.unit_id = ANY(%s)"""
 EXPANSION = "SELECT unit_id, expansion FROM {s}.units WHERE unit_id = ANY(%s)"
+UNITS_OF_DOCUMENTS = "SELECT unit_id FROM {s}.units WHERE doc_id = ANY(%s)"
+FILTERED_UNITS = """
+    SELECT u.unit_id FROM {s}.units u JOIN {s}.documents d ON d.doc_id = u.doc_id
+    WHERE {filters}"""
 METADATA = "SELECT doc_id, metadata FROM {s}.documents WHERE doc_id = ANY(%s)"
 DOCUMENT = "SELECT doc_id, text, title, metadata FROM {s}.documents WHERE doc_id = %s"
 TITLE_ALIASES = """

@@ -35,13 +35,20 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 class PostgresIndex:
     """A SAG2 index in a PostgreSQL schema: add, delete, upsert, BM25 search, df, aliases.
 
-    ``dsn`` is a libpq connection string or URL. Each thread has its own connection; reads
+    ``dsn`` is a libpq connection string or URL (it is never shown: passwords stay out of
+    reprs and errors). ``create=False`` refuses a schema that holds no index. Each thread has
+    its own connection; reads
     inside `snapshot` share one REPEATABLE READ transaction, and writers are serialised by an
     advisory lock, each call one transaction.
     """
 
     def __init__(
-        self, dsn: str, settings: IndexSettings | None = None, *, schema: str = "sag2"
+        self,
+        dsn: str,
+        settings: IndexSettings | None = None,
+        *,
+        schema: str = "sag2",
+        create: bool = True,
     ) -> None:
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise InvalidInputError(
@@ -54,7 +61,7 @@ class PostgresIndex:
         self._registry_lock = threading.Lock()
         self._closed = False
         self._executor: Executor | None = None
-        self.settings = self._open(settings)
+        self.settings = self._open(settings, create)
 
     def __repr__(self) -> str:
         return f"PostgresIndex(schema={self.schema!r}, settings={self.settings!r})"
@@ -83,11 +90,16 @@ class PostgresIndex:
         """A statement composed for this index's schema."""
         return pg.compose(statement, self.schema, **identifiers)
 
-    def _open(self, requested: IndexSettings | None) -> IndexSettings:
+    def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
         """Check the stored settings (a read, so read replicas open), or create the schema."""
         stored = self._stored_meta()
         if stored:
             return _reconcile(self.schema, stored, requested)
+        if not create:
+            raise IndexUnavailableError(
+                f"PostgreSQL schema {self.schema!r} holds no SAG2 index; build it first "
+                "(create=True, or `sag2 index CORPUS --db postgresql://...`)"
+            )
         with self._write() as cursor:
             settings = _reconcile(self.schema, self._stored_meta(), requested)
             for statement in pg.CREATE_SCHEMA:
@@ -412,6 +424,31 @@ class PostgresIndex:
         return {
             int(unit_id): Unit(int(unit_id), doc_id, title, heading, body, start, end)
             for unit_id, doc_id, title, heading, start, end, body in rows
+        }
+
+    def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
+        """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
+        with self.snapshot():
+            rows = self._rows(self._sql(pg.UNITS_OF_DOCUMENTS), (_string_ids(doc_ids),))
+            return self.units(int(row[0]) for row in rows)
+
+    def allowed_units(self, filters: Filters) -> set[int]:
+        """Every unit whose document passes the filters (maintenance, not retrieval)."""
+        expr = parse_filters(filters)
+        condition: Any = pg.sql_fragment("true")
+        values: dict[str, Any] = {}
+        if expr is not None:
+            condition, values = compile_postgres(expr)
+        statement = pg.compose(pg.FILTERED_UNITS, self.schema, filters=condition)
+        return {int(row[0]) for row in self._rows(statement, values)}
+
+    def stats(self) -> dict[str, int]:
+        """Sizes for reports: documents, units, and the schema's bytes on disk."""
+        size = self._rows(pg.SCHEMA_BYTES, (self.schema,))[0][0]
+        return {
+            "documents": self.document_count(),
+            "units": self.unit_count(),
+            "bytes": int(size or 0),
         }
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
