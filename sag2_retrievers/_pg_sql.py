@@ -127,7 +127,7 @@ _PHRASE_DF = """
 # on the token arrays of the units that hold its first token.
 _HITS = (
     """
-    wanted AS (SELECT DISTINCT phrase, string_to_array(phrase, ' ') AS words FROM {phrases}),
+    wanted AS (SELECT DISTINCT phrase, string_to_array(phrase, ' ') AS words FROM phrases_in),
     hits AS (
         SELECT w.phrase, p.unit_id, p.tf_title, p.tf_heading, p.tf_body, p.length
         FROM wanted w JOIN {s}.postings p ON p.term = w.phrase
@@ -162,42 +162,32 @@ _PART = """
          + 1.2::float8 * ((1::float8 - 0.75::float8)
                           + 0.75::float8 * h.length::float8 / st.avgdl)))"""
 
-SEARCH = (
-    """
+SEARCH = f"""
     WITH query AS (
-        SELECT phrase, ord FROM unnest(%(phrases)s::text[]) WITH ORDINALITY AS q(phrase, ord)),"""
-    + _HITS.replace("{phrases}", "query")
-    + """,
+        SELECT phrase, ord FROM unnest(%(phrases)s::text[]) WITH ORDINALITY AS q(phrase, ord)),
+    phrases_in AS (SELECT phrase FROM query),{_HITS},
     parts AS (
-        SELECT h.unit_id, q.ord, """
-    + _PART
-    + """ AS part
+        SELECT h.unit_id, q.ord, {_PART} AS part
         FROM query q JOIN hits h ON h.phrase = q.phrase JOIN idf i ON i.phrase = q.phrase
         CROSS JOIN stats st
-        WHERE {filters})
+        WHERE {{filters}})
     SELECT unit_id, sum(part ORDER BY ord) AS score FROM parts
     GROUP BY unit_id ORDER BY score DESC, unit_id LIMIT %(limit)s"""
-)
 
 # Per required phrase: its unseen units passing the filters, ranked by BM25 of the scoring
 # phrases (repeats count), ties by unit id, the first %(limit)s of each.
-EXPAND = (
-    """
+EXPAND = f"""
     WITH query AS (
         SELECT phrase, ord FROM unnest(%(phrases)s::text[]) WITH ORDINALITY AS q(phrase, ord)),
     required AS (
         SELECT phrase, ord FROM unnest(%(required)s::text[]) WITH ORDINALITY AS r(phrase, ord)),
-    everything AS (SELECT phrase FROM query UNION SELECT phrase FROM required),"""
-    + _HITS.replace("{phrases}", "everything")
-    + """,
+    phrases_in AS (SELECT phrase FROM query UNION SELECT phrase FROM required),{_HITS},
     members AS (
         SELECT r.ord AS required_ord, h.unit_id
         FROM required r JOIN hits h ON h.phrase = r.phrase
-        WHERE NOT (h.unit_id = ANY(%(exclude)s::bigint[])) AND {filters}),
+        WHERE NOT (h.unit_id = ANY(%(exclude)s::bigint[])) AND {{filters}}),
     scores AS (
-        SELECT h.unit_id, sum("""
-    + _PART
-    + """ ORDER BY q.ord) AS score
+        SELECT h.unit_id, sum({_PART} ORDER BY q.ord) AS score
         FROM (SELECT DISTINCT unit_id FROM members) m
         JOIN hits h ON h.unit_id = m.unit_id JOIN query q ON q.phrase = h.phrase
         JOIN idf i ON i.phrase = q.phrase CROSS JOIN stats st
@@ -208,23 +198,14 @@ EXPAND = (
         FROM members m LEFT JOIN scores s ON s.unit_id = m.unit_id)
     SELECT required_ord, unit_id FROM ranked WHERE position <= %(limit)s
     ORDER BY required_ord, position"""
-)
 
-MATCH_COUNTS = (
-    """
-    WITH query AS (SELECT phrase FROM unnest(%(phrases)s::text[]) AS q(phrase)),"""
-    + _HITS.replace("{phrases}", "query")
-    + """
+MATCH_COUNTS = f"""
+    WITH phrases_in AS (SELECT phrase FROM unnest(%(phrases)s::text[]) AS q(phrase)),{_HITS}
     SELECT phrase, count(*) FROM hits GROUP BY phrase"""
-)
 
-BODY_PHRASE_COUNTS = (
-    """
-    WITH query AS (SELECT phrase FROM unnest(%(phrases)s::text[]) AS q(phrase)),"""
-    + _HITS.replace("{phrases}", "query")
-    + """
+BODY_PHRASE_COUNTS = f"""
+    WITH phrases_in AS (SELECT phrase FROM unnest(%(phrases)s::text[]) AS q(phrase)),{_HITS}
     SELECT phrase, count(*) FROM hits WHERE tf_body > 0 GROUP BY phrase"""
-)
 
 
 def compose(statement: str, schema: str, **parts: str | sql.Composable) -> sql.Composed:

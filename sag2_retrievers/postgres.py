@@ -109,9 +109,9 @@ class PostgresIndex:
 
     def _stored_meta(self) -> dict[str, str]:
         """The meta rows of this schema, empty when it does not exist yet."""
-        if not self._rows(pg.SCHEMA_EXISTS, (self.schema,))[0][0]:
+        if not self._fetch(pg.SCHEMA_EXISTS, (self.schema,))[0][0]:
             return {}
-        return {str(key): str(value) for key, value in self._rows(self._sql(pg.GET_META))}
+        return {str(key): str(value) for key, value in self._fetch(self._sql(pg.GET_META))}
 
     def close(self) -> None:
         """Close every connection this index opened. Idempotent."""
@@ -286,7 +286,7 @@ class PostgresIndex:
         finally:
             connection.execute("COMMIT")
 
-    def _rows(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+    def _fetch(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one read statement and fetch its rows."""
         with self._connection().cursor() as cursor:
             cursor.execute(statement, params)
@@ -294,11 +294,11 @@ class PostgresIndex:
 
     def unit_count(self) -> int:
         """N: the number of indexed units."""
-        return int(self._rows(self._sql(pg.UNIT_COUNT))[0][0])
+        return int(self._fetch(self._sql(pg.UNIT_COUNT))[0][0])
 
     def document_count(self) -> int:
         """The number of stored source documents."""
-        return int(self._rows(self._sql(pg.DOCUMENT_COUNT))[0][0])
+        return int(self._fetch(self._sql(pg.DOCUMENT_COUNT))[0][0])
 
     def search(
         self,
@@ -343,7 +343,7 @@ class PostgresIndex:
             return []
         condition, values = _filter_condition(self.schema, filters)
         statement = pg.compose(pg.SEARCH, self.schema, filters=condition)
-        rows = self._rows(statement, {"phrases": phrases, "limit": limit, **values})
+        rows = self._fetch(statement, {"phrases": phrases, "limit": limit, **values})
         return [(int(unit_id), float(score)) for unit_id, score in rows]
 
     def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
@@ -355,7 +355,7 @@ class PostgresIndex:
             return {}
         only = pg.sql_fragment("h.unit_id = ANY(%(only_units)s::bigint[])")
         statement = pg.compose(pg.SEARCH, self.schema, filters=only)
-        rows = self._rows(statement, {"phrases": phrases, "limit": len(ids), "only_units": ids})
+        rows = self._fetch(statement, {"phrases": phrases, "limit": len(ids), "only_units": ids})
         return {int(unit_id): float(score) for unit_id, score in rows}
 
     def expand(
@@ -384,7 +384,7 @@ class PostgresIndex:
             "limit": limit,
             **values,
         }
-        for required_ord, unit_id in self._rows(statement, params):
+        for required_ord, unit_id in self._fetch(statement, params):
             ranked[required[int(required_ord) - 1]].append(int(unit_id))
         return ranked
 
@@ -394,7 +394,7 @@ class PostgresIndex:
         df = dict.fromkeys(unique, 0)
         tokens = [term for term in unique if " " not in term]
         if tokens:
-            df.update(self._rows(self._sql(pg.BODY_TOKEN_DF), (tokens,)))
+            df.update(self._fetch(self._sql(pg.BODY_TOKEN_DF), (tokens,)))
         phrases = [term for term in unique if " " in term]
         if phrases:
             df.update(self._phrase_counts(pg.BODY_PHRASE_COUNTS, phrases))
@@ -414,13 +414,13 @@ class PostgresIndex:
         for term in terms:
             by_phrase.setdefault(" ".join(term.split()), []).append(term)
         by_phrase.pop("", None)
-        rows = self._rows(self._sql(statement), {"phrases": list(by_phrase)})
+        rows = self._fetch(self._sql(statement), {"phrases": list(by_phrase)})
         return {term: int(count) for phrase, count in rows for term in by_phrase[phrase]}
 
     def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """The units with these ids (missing ids are absent)."""
         ids = [int(unit_id) for unit_id in unit_ids]
-        rows = self._rows(self._sql(pg.UNITS), (ids,))
+        rows = self._fetch(self._sql(pg.UNITS), (ids,))
         return {
             int(unit_id): Unit(int(unit_id), doc_id, title, heading, body, start, end)
             for unit_id, doc_id, title, heading, start, end, body in rows
@@ -429,7 +429,7 @@ class PostgresIndex:
     def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
         """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
         with self.snapshot():
-            rows = self._rows(self._sql(pg.UNITS_OF_DOCUMENTS), (_string_ids(doc_ids),))
+            rows = self._fetch(self._sql(pg.UNITS_OF_DOCUMENTS), (_string_ids(doc_ids),))
             return self.units(int(row[0]) for row in rows)
 
     def allowed_units(self, filters: Filters) -> set[int]:
@@ -440,11 +440,11 @@ class PostgresIndex:
         if expr is not None:
             condition, values = compile_postgres(expr)
         statement = pg.compose(pg.FILTERED_UNITS, self.schema, filters=condition)
-        return {int(row[0]) for row in self._rows(statement, values)}
+        return {int(row[0]) for row in self._fetch(statement, values)}
 
     def stats(self) -> dict[str, int]:
         """Sizes for reports: documents, units, and the schema's bytes on disk."""
-        size = self._rows(pg.SCHEMA_BYTES, (self.schema,))[0][0]
+        size = self._fetch(pg.SCHEMA_BYTES, (self.schema,))[0][0]
         return {
             "documents": self.document_count(),
             "units": self.unit_count(),
@@ -453,17 +453,17 @@ class PostgresIndex:
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._rows(self._sql(pg.EXPANSION), ([int(u) for u in unit_ids],))
+        rows = self._fetch(self._sql(pg.EXPANSION), ([int(u) for u in unit_ids],))
         return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
 
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of these documents, keyed by id."""
-        rows = self._rows(self._sql(pg.METADATA), (list(_string_ids(doc_ids)),))
+        rows = self._fetch(self._sql(pg.METADATA), (list(_string_ids(doc_ids)),))
         return {doc_id: dict(metadata) for doc_id, metadata in rows}
 
     def document(self, doc_id: str) -> Document | None:
         """The stored document with this id, or None."""
-        rows = self._rows(self._sql(pg.DOCUMENT), (doc_id,))
+        rows = self._fetch(self._sql(pg.DOCUMENT), (doc_id,))
         if not rows:
             return None
         stored_id, text, title, metadata = rows[0]
@@ -473,13 +473,13 @@ class PostgresIndex:
         """For each accent-folded title key that is one title's alias, that title's phrase."""
         if not folded:
             return {}
-        return dict(self._rows(self._sql(pg.TITLE_ALIASES), (list(folded),)))
+        return dict(self._fetch(self._sql(pg.TITLE_ALIASES), (list(folded),)))
 
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""
         if not phrases:
             return set()
-        return {row[0] for row in self._rows(self._sql(pg.TITLE_PHRASES), (list(phrases),))}
+        return {row[0] for row in self._fetch(self._sql(pg.TITLE_PHRASES), (list(phrases),))}
 
 
 def _connect(dsn: str) -> Any:
