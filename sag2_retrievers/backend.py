@@ -1,6 +1,6 @@
 """LexicalBackend: what the SAG2 engine asks of a lexical index, with no SQL in the contract.
 
-A backend stores analysed units (tokens are final when they arrive; it never re-tokenises)
+A backend stores analysed units (tokens are final when they arrive, ``text.final_tokens``)
 and answers bounded questions about them: top-k BM25 of an OR of terms, per-term expansion
 candidates, document frequencies, and lookups by id. No method returns every match of a query
 or every id of a filter, so a server backend (PostgreSQL, issue 14) can implement it with

@@ -155,28 +155,35 @@ def expansion_candidates(
     """New units for a round: per term, unseen units holding it, ranked by BM25 of the whole
     expression (the question's terms OR all terms), interleaved in term-priority order.
 
-    The backend ranks each term's units and returns only its top ``per_term_limit``.
+    The backend ranks each term's units and returns only its top ``per_term_limit``. Usually
+    every name has unseen matches and one call does; a repaired name changes the scoring
+    expression, so the terms are then ranked again.
     """
-    used = _repaired_terms(index, [t.term for t in terms], excluded, filters)
-    ranked = index.expand(used, [*query_terms, *used], excluded, per_term_limit, filters=filters)
+    names = [t.term for t in terms]
+    ranked = index.expand(names, [*query_terms, *names], excluded, per_term_limit, filters=filters)
+    unmatched = {term for term in names if " " in term and not ranked[term]}
+    used = _repaired_terms(index, names, unmatched, excluded, filters) if unmatched else names
+    if used != names:
+        ranked = index.expand(
+            used, [*query_terms, *used], excluded, per_term_limit, filters=filters
+        )
     return interleave([ranked[term] for term in used if ranked[term]], limit)
 
 
 def _repaired_terms(
     index: LexicalBackend,
     terms: Sequence[str],
+    unmatched: set[str],
     excluded: Collection[int],
     filters: Filters | None,
 ) -> list[str]:
     """The terms to expand with, after the lexical repairs of §3.2, in priority order.
 
-    A multiword name with no unseen match falls back to its longest sub-phrase that is a
-    corpus title and has one. (The accent-alias repair of §3.2 cannot apply here: a selected
-    term has body df > 0, so it always matches.) A term repaired into one already used is
-    dropped.
+    A multiword name with no unseen match (``unmatched``) falls back to its longest
+    sub-phrase that is a corpus title and has one. (The accent-alias repair of §3.2 cannot
+    apply here: a selected term has body df > 0, so it always matches.) A term repaired into
+    one already used is dropped.
     """
-    phrases = [term for term in terms if " " in term]
-    unmatched = set(phrases) - _with_unseen_match(index, phrases, excluded, filters)
     used = [
         _title_subphrase(index, term, excluded, filters) if term in unmatched else term
         for term in terms
