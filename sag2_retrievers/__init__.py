@@ -1,7 +1,7 @@
 """sag2-retrievers: SAG2 multi-hop retrieval over one SQLite FTS5 file with a query-time judge."""
 
 from ._schema import IndexSettings
-from .backend import Filters, LexicalBackend
+from .backend import DocumentIndex, Filters, LexicalBackend
 from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
@@ -25,6 +25,7 @@ __all__ = [
     "Candidate",
     "ContextPassage",
     "Document",
+    "DocumentIndex",
     "Filters",
     "IndexFullError",
     "IndexSettings",

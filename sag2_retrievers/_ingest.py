@@ -6,11 +6,11 @@ import multiprocessing
 import os
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
-from .documents import Document, chunk_spans
+from .documents import Document, chunk_spans, validated_batch
 from .markdown import find_headings, unit_heading
 from .text import analyze_body, tokenize
 
@@ -69,6 +69,49 @@ def start_preparing(
         for start in range(0, len(texts), size)
     ]
     return lambda: _merged([future.result() for future in futures])
+
+
+def pipelined_ingest(
+    batches: Iterable[Iterable[Document]],
+    write: Callable[[list[Document], PreparedBatch], int],
+    chunk_chars: int,
+    executor: Executor | None,
+    on_batch: Callable[[int], None] | None = None,
+) -> int:
+    """Validate, analyse and ``write`` batches in order, one transaction each; units written.
+
+    The next batch is analysed (in ``executor``'s workers when worthwhile) while the current
+    one is written. A batch read in full is written even when reading the next one fails, so
+    an interruption keeps every committed batch; ``on_batch`` receives each one's size.
+    """
+    units = 0
+    pending: tuple[list[Document], Callable[[], PreparedBatch]] | None = None
+    try:
+        for documents in batches:
+            batch = validated_batch(documents)
+            if batch:
+                started = (batch, start_preparing(batch, chunk_chars, executor))
+                previous, pending = pending, None
+                if previous is not None:
+                    units += _write_prepared(write, *previous, on_batch)
+                pending = started
+    finally:
+        if pending is not None:
+            units += _write_prepared(write, *pending, on_batch)
+    return units
+
+
+def _write_prepared(
+    write: Callable[[list[Document], PreparedBatch], int],
+    batch: list[Document],
+    prepared: Callable[[], PreparedBatch],
+    on_batch: Callable[[int], None] | None,
+) -> int:
+    """Wait for a batch's analysis, write it, and report it."""
+    units = write(batch, prepared())
+    if on_batch is not None:
+        on_batch(len(batch))
+    return units
 
 
 def _merged(slices: list[PreparedBatch]) -> PreparedBatch:

@@ -13,7 +13,7 @@ phrase repeated in the list counting once per repetition.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, runtime_checkable
 
@@ -103,6 +103,47 @@ class LexicalBackend(Protocol):
 
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""
+        ...
+
+
+@runtime_checkable
+class DocumentIndex(LexicalBackend, Protocol):
+    """A backend the integrations and the CLI drive: document writes and lookups besides
+    what the engine asks (`SQLiteIndex` and `PostgresIndex` both are one)."""
+
+    def add_documents(self, documents: Iterable[Document], *, parallel: bool = True) -> int:
+        """Insert or replace (by id) documents in one transaction; units written."""
+        ...
+
+    def ingest(
+        self,
+        batches: Iterable[Iterable[Document]],
+        *,
+        parallel: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Add batches of documents, one transaction each; units written."""
+        ...
+
+    def document(self, doc_id: str) -> Document | None:
+        """The stored source document with this id, or None."""
+        ...
+
+    def document_count(self) -> int:
+        """The number of stored source documents."""
+        ...
+
+    def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
+        """Every unit of the given documents, keyed by unit id."""
+        ...
+
+    def allowed_units(self, filters: Filters) -> set[int]:
+        """Every unit whose document passes the filters (maintenance, e.g. deleting a source's
+        chunks; retrieval never asks for it)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and workers. Idempotent."""
         ...
 
 

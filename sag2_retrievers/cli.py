@@ -12,6 +12,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
@@ -21,6 +22,7 @@ from tqdm import tqdm
 
 from . import __version__
 from ._schema import IndexSettings
+from .backend import DocumentIndex
 from .config import SAG2Config
 from .corpus_io import DEFAULT_BATCH_SIZE, add_in_batches, read_corpus, read_folder
 from .documents import Document
@@ -163,7 +165,9 @@ def _add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> No
         help="JSON list of {title, text}, title -> [sentences], JSONL, or a folder of "
         ".txt/.md/.json/.jsonl files (searched recursively; a text file's id is its path)",
     )
-    command.add_argument("--db", required=True, help="index file (created if absent)")
+    command.add_argument(
+        "--db", required=True, help="index file (created if absent), or a postgresql:// URL"
+    )
     command.add_argument(
         "--batch-size", type=_positive_int, default=DEFAULT_BATCH_SIZE, help="documents per commit"
     )
@@ -187,7 +191,9 @@ def _add_query_command(
         help="retrieve ranked evidence for one question",
     )
     command.add_argument("question")
-    command.add_argument("--db", required=True, help="an index built by `sag2 index`")
+    command.add_argument(
+        "--db", required=True, help="an index built by `sag2 index` (file or postgresql:// URL)"
+    )
     command.add_argument(
         "--top-k", type=_positive_int, default=10, help="source documents to return"
     )
@@ -294,6 +300,8 @@ def run_index(args: argparse.Namespace) -> int:
     """
     corpus = Path(args.corpus)
     documents = read_folder(corpus, _warn) if corpus.is_dir() else read_corpus(corpus)
+    if _is_server(args.db):
+        return _index_on_server(args, documents)
     existed = Path(args.db).exists()
     _make_parent(args.db)
     started = time.perf_counter()
@@ -314,6 +322,41 @@ def run_index(args: argparse.Namespace) -> int:
         f"{_file_bytes(args.db):,} bytes"
     )
     return EXIT_OK
+
+
+def _index_on_server(args: argparse.Namespace, documents: Iterable[Document]) -> int:
+    """`sag2 index` into a PostgreSQL schema (batches commit as they go, like a file)."""
+    from .postgres import PostgresIndex
+
+    started = time.perf_counter()
+    with PostgresIndex(args.db, _requested_settings(args)) as index:
+        with _progress(args, "indexing", "doc") as bar:
+            report = add_in_batches(
+                index, documents, batch_size=args.batch_size, on_batch=bar.update
+            )
+        stats = index.stats()
+    print(
+        f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
+        f"{_shown(args.db)} holds {stats['documents']:,} documents, {stats['units']:,} units, "
+        f"{stats['bytes']:,} bytes"
+    )
+    return EXIT_OK
+
+
+def _is_server(db: str) -> bool:
+    """Whether --db names a PostgreSQL server (a URL) rather than an SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _shown(db: str) -> str:
+    """--db as it may be printed: a server URL without its password."""
+    if not _is_server(db):
+        return db
+    parts = urllib.parse.urlsplit(db)
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urllib.parse.urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
 
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:
@@ -356,7 +399,7 @@ def run_query(args: argparse.Namespace) -> int:
 
 
 async def _retrieve(
-    index: SQLiteIndex, judge: Judge, config: SAG2Config, args: argparse.Namespace
+    index: DocumentIndex, judge: Judge, config: SAG2Config, args: argparse.Namespace
 ) -> RetrievalResult:
     """One retrieval on a fresh event loop, closing the judge afterwards."""
     engine = SAG2Engine(index, judge, config)
@@ -380,7 +423,7 @@ def _print_hits(result: RetrievalResult) -> None:
     print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
 
 
-def _print_trace(index: SQLiteIndex, result: RetrievalResult) -> None:
+def _print_trace(index: DocumentIndex, result: RetrievalResult) -> None:
     """Each round's seeds (unit id and title), expansion terms and new passages."""
     titles = _unit_titles(index, result)
     for round_ in result.trace:
@@ -397,13 +440,13 @@ def _print_trace(index: SQLiteIndex, result: RetrievalResult) -> None:
     print()
 
 
-def _unit_titles(index: SQLiteIndex, result: RetrievalResult) -> dict[int, str]:
+def _unit_titles(index: DocumentIndex, result: RetrievalResult) -> dict[int, str]:
     """Titles of every seed unit in the trace."""
     seeds = {unit for round_ in result.trace for unit in round_.seeds}
     return {unit_id: unit.title for unit_id, unit in index.units(seeds).items()}
 
 
-def _result_json(index: SQLiteIndex, result: RetrievalResult, judge: str) -> dict[str, Any]:
+def _result_json(index: DocumentIndex, result: RetrievalResult, judge: str) -> dict[str, Any]:
     """A retrieval as JSON: hits with offsets and metadata, usage, and the rounds' trace."""
     titles = _unit_titles(index, result)
     return {
@@ -704,8 +747,14 @@ def _judge_name(args: argparse.Namespace) -> str:
 
 
 @contextlib.contextmanager
-def _existing_index(db: str) -> Iterator[SQLiteIndex]:
+def _existing_index(db: str) -> Iterator[DocumentIndex]:
     """Open an index that must already exist (opening a missing path would create one)."""
+    if _is_server(db):
+        from .postgres import PostgresIndex
+
+        with PostgresIndex(db, create=False) as server_index:
+            yield server_index
+        return
     if not Path(db).is_file():
         raise InvalidInputError(
             f"index file {db!r} does not exist; build it with `sag2 index CORPUS --db {db}`"

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .backend import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
-from .index import SQLiteIndex
 from .sources import document_title
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
@@ -99,7 +99,7 @@ def document_from_record(record: Any, where: str) -> Document:
 
 
 def add_in_batches(
-    index: SQLiteIndex,
+    index: DocumentIndex,
     documents: Iterable[Document],
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,3 +184,20 @@ def _trimmed(text: str, span: Span) -> Span:
     leading = len(piece) - len(piece.lstrip())
     trailing = len(piece) - len(piece.rstrip())
     return Span(span.start + leading, span.end - trailing)
+
+
+def validated_batch(documents: Iterable[Document]) -> list[Document]:
+    """The batch as a list; rejects non-documents and repeated ids, naming the offender."""
+    if isinstance(documents, Document):
+        raise InvalidInputError("pass a list of documents, not a single Document")
+    batch = list(documents)
+    seen: set[str] = set()
+    for position, document in enumerate(batch):
+        if not isinstance(document, Document):
+            raise InvalidInputError(
+                f"item {position} of the batch is a {type(document).__name__}, not a Document"
+            )
+        if document.id in seen:
+            raise InvalidInputError(f"document id {document.id!r} appears twice in one batch")
+        seen.add(document.id)
+    return batch

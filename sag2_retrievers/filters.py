@@ -236,6 +236,11 @@ def compile_sqlite(expr: FilterExpr) -> tuple[str, list[object]]:
     return "(" + joiner.join(text for text, _ in parts) + ")", params
 
 
+def key_segments(key: str) -> tuple[str, ...]:
+    """The labels of a validated key's path: ``source."file.name"`` -> ("source", "file.name")."""
+    return tuple(segment.strip('"') for segment in _SEGMENTS.findall(key))
+
+
 def json_path(key: str) -> str:
     """The SQLite JSON path of a validated key: ``source.name`` -> ``$.source.name``."""
     return "$" + "".join("." + segment for segment in _SEGMENTS.findall(key))

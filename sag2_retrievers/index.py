@@ -20,7 +20,7 @@ from ._ingest import (
     PreparedDocument,
     new_executor,
     parse_expansion,
-    start_preparing,
+    pipelined_ingest,
 )
 from ._schema import IndexSettings
 from ._sqlite import connect, json_list, raise_if_full
@@ -241,35 +241,9 @@ class SQLiteIndex:
         both cores stay busy on large ingests. An interruption keeps every committed batch;
         ``on_batch`` receives each committed batch's document count.
         """
-        units = 0
-        pending: tuple[list[Document], Callable[[], PreparedBatch]] | None = None
         executor = self._analysis_executor() if parallel else None
-        try:
-            for documents in batches:
-                batch = _validated_batch(documents)
-                if batch:
-                    started = (batch, start_preparing(batch, self.settings.chunk_chars, executor))
-                    previous, pending = pending, None
-                    if previous is not None:
-                        units += self._write_batch(*previous, on_batch)
-                    pending = started
-        finally:
-            # A batch read in full is written even when reading the next one fails.
-            if pending is not None:
-                units += self._write_batch(*pending, on_batch)
-        return units
-
-    def _write_batch(
-        self,
-        batch: list[Document],
-        prepared: Callable[[], PreparedBatch],
-        on_batch: Callable[[int], None] | None,
-    ) -> int:
-        """Wait for a batch's analysis and write it in one transaction."""
-        units = self.upsert_analysed(batch, prepared())
-        if on_batch is not None:
-            on_batch(len(batch))
-        return units
+        chunk_chars = self.settings.chunk_chars
+        return pipelined_ingest(batches, self.upsert_analysed, chunk_chars, executor, on_batch)
 
     def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
@@ -711,23 +685,6 @@ def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
             f"{name} must be a collection of ids, not a single {type(ids).__name__}"
         )
     return ids
-
-
-def _validated_batch(documents: Iterable[Document]) -> list[Document]:
-    """The batch as a list; rejects non-documents and repeated ids, naming the offender."""
-    if isinstance(documents, Document):
-        raise InvalidInputError("pass a list of documents, not a single Document")
-    batch = list(documents)
-    seen: set[str] = set()
-    for position, document in enumerate(batch):
-        if not isinstance(document, Document):
-            raise InvalidInputError(
-                f"item {position} of the batch is a {type(document).__name__}, not a Document"
-            )
-        if document.id in seen:
-            raise InvalidInputError(f"document id {document.id!r} appears twice in one batch")
-        seen.add(document.id)
-    return batch
 
 
 def _insert_document(

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from .backend import DocumentIndex
 from .documents import MAX_TITLE_CHARS
 from .errors import InvalidInputError
-from .index import SQLiteIndex
 from .judges.base import Candidate, Judge
 from .markdown import first_h1
 
@@ -167,7 +167,7 @@ def _file_name(metadata: Mapping[str, Any]) -> str | None:
 
 
 def precompute_judge(
-    index: SQLiteIndex, judge: Judge, doc_ids: Sequence[str], *, progress: bool = True
+    index: DocumentIndex, judge: Judge, doc_ids: Sequence[str], *, progress: bool = True
 ) -> int:
     """Let the judge prepare the passages it will be shown for these documents' units.
 

@@ -15,8 +15,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .backend import LexicalBackend
 from .documents import Unit
-from .index import SQLiteIndex
 from .results import RetrievalResult, RoundTrace
 
 SNIPPET_CHARS = 160
@@ -64,7 +64,7 @@ class TracePage:
 def write_trace_html(
     path: str | os.PathLike[str],
     result: RetrievalResult,
-    index: SQLiteIndex,
+    index: LexicalBackend,
     *,
     gold: Collection[str] = (),
     judge: str = "",
@@ -78,7 +78,7 @@ def write_trace_html(
 
 
 def trace_page(
-    result: RetrievalResult, index: SQLiteIndex, gold: Collection[str] = (), judge: str = ""
+    result: RetrievalResult, index: LexicalBackend, gold: Collection[str] = (), judge: str = ""
 ) -> TracePage:
     """Read from the index the units and stored terms every round of the result names."""
     unit_ids = {u for trace in result.trace for u in (*trace.pool, *trace.new_candidates)}

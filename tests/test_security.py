@@ -493,8 +493,13 @@ class SQLSites:
     def safe_method_call(
         self, node: ast.Call, func: ast.Attribute, scope: ast.AST, seen: set[str]
     ) -> bool:
-        """``"sep".join(safe)``, or a filter template's ``.format(conditions=conditions)``."""
+        """``"sep".join(safe)``, a filter template's ``.format(conditions=conditions)``, or a
+        PostgreSQL statement composed from a constant (``pg.compose(CONST, ...)`` or
+        ``self._sql(CONST, ...)``: psycopg quotes names given as strings as identifiers, and
+        the only fragments passed are the package's own compiled filter conditions)."""
         if func.attr == "join" and isinstance(func.value, ast.Constant) and len(node.args) == 1:
+            return self.safe(node.args[0], scope, seen)
+        if func.attr in ("compose", "_sql") and node.args:
             return self.safe(node.args[0], scope, seen)
         if func.attr == "format" and constant_name(func.value) in FILTER_TEMPLATES:
             return conditions_from_builder(node, scope)

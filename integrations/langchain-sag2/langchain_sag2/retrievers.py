@@ -34,6 +34,7 @@ from sag2_retrievers import (
     SAG2Error,
     SQLiteIndex,
 )
+from sag2_retrievers.backend import DocumentIndex
 from sag2_retrievers.index import Filters, remove_index_files
 from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
@@ -190,6 +191,9 @@ class SAG2Retriever(BaseRetriever):
     """Let the judge prepare the passages of added documents (local judge: embeddings)."""
     units_per_document: int | None = Field(default=None, ge=1)
     """Chunks of one source document allowed among the results (None: the config's, 1)."""
+    backend: DocumentIndex | None = Field(default=None, repr=False)
+    """An open index to use instead of an SQLite file (for example ``PostgresIndex(dsn)``);
+    it excludes ``db_path`` and ``index_settings``."""
 
     @model_validator(mode="before")
     @classmethod
@@ -214,7 +218,7 @@ class SAG2Retriever(BaseRetriever):
         """A LangChain chat model given as the judge is wrapped in a LangChainJudge."""
         return as_judge(judge)
 
-    _index: SQLiteIndex = PrivateAttr()
+    _index: DocumentIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
     _scratch: tempfile.TemporaryDirectory[str] | None = PrivateAttr(default=None)
     _closed: bool = PrivateAttr(default=False)
@@ -224,12 +228,7 @@ class SAG2Retriever(BaseRetriever):
         super().model_post_init(context)
         if self.units_per_document is not None:
             self.config = self.config.with_changes(units_per_document=self.units_per_document)
-        if self.db_path is None:
-            self._scratch = tempfile.TemporaryDirectory(
-                prefix="sag2-langchain-", ignore_cleanup_errors=True
-            )
-            self.db_path = Path(self._scratch.name) / "index.sqlite"
-        self._index = SQLiteIndex(self.db_path, self.index_settings, create=self.create)
+        self._index = self._open_index()
         try:
             if self.judge is None:
                 self.judge = _local_judge(self.db_path)
@@ -239,6 +238,21 @@ class SAG2Retriever(BaseRetriever):
         except BaseException:
             self._release()
             raise
+
+    def _open_index(self) -> DocumentIndex:
+        """The given backend, else the SQLite file at ``db_path`` (a temporary one if None)."""
+        if self.backend is not None:
+            if self.db_path is not None or self.index_settings is not None:
+                raise InvalidInputError(
+                    "pass either backend= (an open index) or db_path=/index_settings="
+                )
+            return self.backend
+        if self.db_path is None:
+            self._scratch = tempfile.TemporaryDirectory(
+                prefix="sag2-langchain-", ignore_cleanup_errors=True
+            )
+            self.db_path = Path(self._scratch.name) / "index.sqlite"
+        return SQLiteIndex(self.db_path, self.index_settings, create=self.create)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -296,7 +310,7 @@ class SAG2Retriever(BaseRetriever):
     # -- documents -------------------------------------------------------------------------
 
     @property
-    def index(self) -> SQLiteIndex:
+    def index(self) -> DocumentIndex:
         """The underlying index, for stats, ``optimize()`` or reading stored documents."""
         self._require_open()
         return self._index
@@ -464,12 +478,13 @@ class SAG2Retriever(BaseRetriever):
             )
 
 
-def _local_judge(db_path: Path) -> Judge:
-    """The offline local judge, caching embeddings in the index file; imported lazily."""
+def _local_judge(db_path: Path | None) -> Judge:
+    """The offline local judge, caching embeddings in the index file (in memory for another
+    backend); imported lazily."""
     try:
         from sag2_retrievers.judges.factory import make_judge
 
-        judge: Judge = make_judge("local", db_path=str(db_path))
+        judge: Judge = make_judge("local", db_path=None if db_path is None else str(db_path))
     except ImportError as error:
         raise JudgeConfigurationError(
             f"no judge was given and the offline local judge is unavailable ({error}); "

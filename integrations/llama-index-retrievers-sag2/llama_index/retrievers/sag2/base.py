@@ -22,6 +22,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import (
+    DocumentIndex,
     IndexSettings,
     InvalidInputError,
     Judge,
@@ -62,7 +63,8 @@ class SAG2Retriever(BaseRetriever):
     ``end_char_idx`` in that document's text.
 
     Args:
-        sqlite_index: the open SAG2 index (`from_defaults` builds one from nodes).
+        sqlite_index: the open SAG2 index: a `SQLiteIndex` (what `from_defaults` builds
+            from nodes) or any `DocumentIndex` backend, such as a `PostgresIndex`.
         judge: the evidence judge, or a LlamaIndex LLM (wrapped in `LlamaIndexLLMJudge`); None
             loads the offline local judge (no network, no key).
         config: SAG2 parameters; the judge's texts are also exposed as prompts.
@@ -86,7 +88,7 @@ class SAG2Retriever(BaseRetriever):
 
     def __init__(
         self,
-        sqlite_index: SQLiteIndex,
+        sqlite_index: DocumentIndex,
         judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
@@ -112,7 +114,7 @@ class SAG2Retriever(BaseRetriever):
         self.precompute_judge = precompute_judge
         self._engine = SAG2Engine(
             sqlite_index,
-            _judge_or_local(judge, sqlite_index.path),
+            _judge_or_local(judge, _cache_path(sqlite_index)),
             config,
             allow_remote_judges=allow_remote_judges,
         )
@@ -121,7 +123,7 @@ class SAG2Retriever(BaseRetriever):
 
     def __repr__(self) -> str:
         return (
-            f"SAG2Retriever(index={str(self.sqlite_index.path)!r}, judge={self.judge.identity!r}, "
+            f"SAG2Retriever(index={self.index!r}, judge={self.judge.identity!r}, "
             f"similarity_top_k={self.similarity_top_k})"
         )
 
@@ -148,16 +150,40 @@ class SAG2Retriever(BaseRetriever):
         skip_empty: bool = True,
         precompute_judge: bool = True,
         units_per_document: int | None = None,
+        backend: DocumentIndex | None = None,
     ) -> SAG2Retriever:
         """Index nodes, documents, an index's docstore or a docstore (at most one of them).
 
         With ``persist_path`` the SQLite file is created there (its folder must exist), or
         opened and added to if it exists. Without it, the index lives in a temporary file
-        removed with the retriever; keep it with `persist`. Running the same ingest again
-        upserts: random node ids are replaced by stable ones (see `add_nodes`).
+        removed with the retriever; keep it with `persist`. ``backend`` uses an open index
+        instead (for example ``PostgresIndex(dsn)``); it excludes ``persist_path`` and
+        ``index_settings``. Running the same ingest again upserts: random node ids are
+        replaced by stable ones (see `add_nodes`).
         """
         sources = _source_nodes(nodes, documents, index, docstore)
         batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
+        if backend is not None:
+            if persist_path is not None or index_settings is not None:
+                raise InvalidInputError(
+                    "pass either backend= (an open index) or persist_path=/index_settings="
+                )
+            retriever = cls(
+                backend,
+                judge,
+                config,
+                similarity_top_k=similarity_top_k,
+                filters=filters,
+                title_key=title_key,
+                allow_remote_judges=allow_remote_judges,
+                callback_manager=callback_manager,
+                verbose=verbose,
+                skip_empty=skip_empty,
+                precompute_judge=precompute_judge,
+                units_per_document=units_per_document,
+            )
+            retriever._write(batch)
+            return retriever
         path, scratch = _index_location(persist_path)
         existed = path.exists()
         sqlite_index = SQLiteIndex(path, index_settings)
@@ -270,10 +296,18 @@ class SAG2Retriever(BaseRetriever):
         return self._engine
 
     @property
+    def index(self) -> DocumentIndex:
+        """The index the retriever searches (a `SQLiteIndex` unless another was given)."""
+        # The engine holds a LexicalBackend; this retriever is always given a DocumentIndex.
+        return cast(DocumentIndex, self._engine.index)
+
+    @property
     def sqlite_index(self) -> SQLiteIndex:
-        """The SQLite index the retriever searches."""
-        # The engine holds a LexicalBackend; this retriever always builds it on SQLite.
-        return cast(SQLiteIndex, self._engine.index)
+        """The SQLite index the retriever searches (an error for another backend)."""
+        index = self.index
+        if not isinstance(index, SQLiteIndex):
+            raise InvalidInputError(f"this retriever searches {index!r}, not an SQLite file")
+        return index
 
     @property
     def judge(self) -> Judge:
@@ -298,9 +332,9 @@ class SAG2Retriever(BaseRetriever):
 
     def _write(self, batch: Sequence[CoreDocument]) -> None:
         """Write a converted batch, then let the judge prepare its passages (if enabled)."""
-        self.sqlite_index.add_documents(batch)
+        self.index.add_documents(batch)
         if self.precompute_judge and batch:
-            precompute_judge(self.sqlite_index, self.judge, [document.id for document in batch])
+            precompute_judge(self.index, self.judge, [document.id for document in batch])
 
     def add_documents(self, documents: Sequence[Document]) -> None:
         """Index whole LlamaIndex documents (SAG2 chunks long ones); same as `add_nodes`."""
@@ -308,11 +342,11 @@ class SAG2Retriever(BaseRetriever):
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Remove indexed nodes by node id; unknown ids are ignored."""
-        self.sqlite_index.delete(node_ids)
+        self.index.delete(node_ids)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Remove every node that came from the source document ``ref_doc_id``."""
-        index = self.sqlite_index
+        index = self.index
         unit_ids = index.allowed_units({SOURCE_FILTER_KEY: ref_doc_id})
         node_ids = {unit.doc_id for unit in index.units(unit_ids).values()}
         # A document indexed without this adapter is its own source: its id is ref_doc_id.
@@ -329,7 +363,7 @@ class SAG2Retriever(BaseRetriever):
             query_bundle.query_str,
             self.similarity_top_k,
             filters=filters,
-            on_round=round_reporter(self.sqlite_index, self._verbose),
+            on_round=round_reporter(self.index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
@@ -342,7 +376,7 @@ class SAG2Retriever(BaseRetriever):
             query_bundle.query_str,
             self.similarity_top_k,
             filters=filters,
-            on_round=round_reporter(self.sqlite_index, self._verbose),
+            on_round=round_reporter(self.index, self._verbose),
         )
         return to_nodes(result, self.title_key)
 
@@ -383,7 +417,7 @@ class SAG2Retriever(BaseRetriever):
 
     def _release_index(self) -> None:
         """Close the index connection and remove the temporary index, if any."""
-        self.sqlite_index.close()
+        self.index.close()
         if self._scratch is not None:
             self._scratch.cleanup()
             self._scratch = None
@@ -438,18 +472,23 @@ def _index_location(
     return Path(scratch.name) / INDEX_FILE, scratch
 
 
-def _judge_or_local(judge: Judge | LLM | None, index_path: Path) -> Judge:
+def _cache_path(index: DocumentIndex) -> Path | None:
+    """Where the local judge caches embeddings: the SQLite file, else only in memory."""
+    return index.path if isinstance(index, SQLiteIndex) else None
+
+
+def _judge_or_local(judge: Judge | LLM | None, index_path: Path | None) -> Judge:
     """The given judge (a LlamaIndex LLM wrapped as one), else the offline local judge."""
     wrapped = as_judge(judge)
     return wrapped if wrapped is not None else _local_judge(index_path)
 
 
-def _local_judge(index_path: Path) -> Judge:
+def _local_judge(index_path: Path | None) -> Judge:
     """The default offline judge (``make_judge("local")``), caching embeddings in the index."""
     from sag2_retrievers.judges.factory import make_judge
 
     try:
-        return make_judge("local", db_path=str(index_path))
+        return make_judge("local", db_path=None if index_path is None else str(index_path))
     except JudgeConfigurationError as error:
         raise JudgeConfigurationError(
             f"{error}; or pass judge= explicitly (for example a JEVJudge)"

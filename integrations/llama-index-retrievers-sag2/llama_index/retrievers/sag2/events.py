@@ -9,7 +9,7 @@ from llama_index.core.instrumentation.events import BaseEvent
 from llama_index.core.utils import print_text
 from llama_index_instrumentation import get_dispatcher
 
-from sag2_retrievers import RoundTrace, SQLiteIndex
+from sag2_retrievers import LexicalBackend, RoundTrace
 
 dispatcher = get_dispatcher(__name__)
 
@@ -50,7 +50,7 @@ class SAG2RoundEvent(BaseEvent):
         return f"SAG2 round {self.round} ({self.seconds:.2f} s): {'; '.join(parts)}\n"
 
 
-def round_reporter(index: SQLiteIndex, verbose: bool) -> Callable[[RoundTrace], Awaitable[None]]:
+def round_reporter(index: LexicalBackend, verbose: bool) -> Callable[[RoundTrace], Awaitable[None]]:
     """An engine ``on_round`` callback dispatching a `SAG2RoundEvent` (and printing if verbose)."""
 
     async def report(trace: RoundTrace) -> None:
@@ -73,6 +73,6 @@ def round_reporter(index: SQLiteIndex, verbose: bool) -> Callable[[RoundTrace], 
     return report
 
 
-def _node_ids(index: SQLiteIndex, unit_ids: tuple[int, ...]) -> dict[int, str]:
+def _node_ids(index: LexicalBackend, unit_ids: tuple[int, ...]) -> dict[int, str]:
     """The node id (core document id) of each unit still in the index."""
     return {unit_id: unit.doc_id for unit_id, unit in index.units(unit_ids).items()}
