@@ -15,17 +15,31 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ._ingest import PreparedBatch
 from .documents import Document, Unit
 from .filters import FilterExpr
-from .questions import analysed_question
+from .questions import analysed_question, check_limit
 from .text import distinct_tokens, fold_accents, tokenize
 
 # The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
 # or a parsed expression (`filters.py`); each backend compiles it itself.
 Filters = Mapping[str, Any] | FilterExpr
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """A BM25 match: the unit, its source document, and a positive score (higher is better)."""
+
+    unit_id: int
+    doc_id: str
+    title: str
+    text: str
+    score: float
+    char_start: int
+    char_end: int
 
 
 @runtime_checkable
@@ -145,6 +159,31 @@ class DocumentIndex(LexicalBackend, Protocol):
     def close(self) -> None:
         """Release connections and workers. Idempotent."""
         ...
+
+
+def search_hits(
+    backend: LexicalBackend,
+    question: str,
+    limit: int,
+    *,
+    max_tokens: int,
+    filters: Filters | None,
+) -> list[SearchHit]:
+    """BM25 top ``limit`` units for a question's first ``max_tokens`` distinct tokens, read in
+    one snapshot (units a concurrent writer removed are left out)."""
+    check_limit(limit)
+    check_limit(max_tokens, "max_tokens")
+    with backend.snapshot():
+        terms = query_terms(backend, question, max_tokens)
+        ranked = backend.rank_expression(terms, limit, filters=filters)
+        units = backend.units(unit_id for unit_id, _ in ranked)
+    return [
+        SearchHit(
+            unit_id, unit.doc_id, unit.title, unit.body, score, unit.char_start, unit.char_end
+        )
+        for unit_id, score in ranked
+        if (unit := units.get(unit_id)) is not None
+    ]
 
 
 def alias_key(term: str) -> str:

@@ -25,7 +25,8 @@ from ._ingest import (
 from ._schema import IndexSettings
 from ._sqlite import connect, json_list, raise_if_full
 from .backend import Filters as Filters  # re-exported: the integrations import it from here
-from .backend import alias_key
+from .backend import SearchHit as SearchHit
+from .backend import alias_key, search_hits
 from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import (
@@ -36,29 +37,17 @@ from .errors import (
 from .filters import compile_sqlite, parse_filters
 from .fts import body_expression, or_expression, quote_term
 from .questions import ANALYSED_QUESTION_CHARS as ANALYSED_QUESTION_CHARS
+from .questions import MAX_COUNT as MAX_COUNT
 from .questions import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
 from .questions import analysed_question as analysed_question
+from .questions import check_limit as check_limit
 from .questions import check_question as check_question
 from .text import tokenize
 
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
-MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """A BM25 match: the unit, its source document, and a positive score (higher is better)."""
-
-    unit_id: int
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    char_start: int
-    char_end: int
 
 
 @dataclass(frozen=True)
@@ -315,12 +304,7 @@ class SQLiteIndex:
         filters: Filters | None = None,
     ) -> list[SearchHit]:
         """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
-        check_limit(limit)
-        check_limit(max_tokens, "max_tokens")
-        with self.snapshot():
-            terms = self.query_terms(question, max_tokens)
-            ranked = self.rank_expression(terms, limit, filters=filters)
-            return self.hits(ranked)
+        return search_hits(self, question, limit, max_tokens=max_tokens, filters=filters)
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
@@ -444,23 +428,6 @@ class SQLiteIndex:
         """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
         rows = self._connection().execute(sql.EXPANSION_SQL, (json_list(unit_ids, "unit id"),))
         return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
-
-    def hits(self, ranked: Sequence[tuple[int, float]]) -> list[SearchHit]:
-        """Search hits for ranked (unit id, score) pairs, in the given order."""
-        units = self._unit_rows(unit_id for unit_id, _ in ranked)
-        return [
-            SearchHit(
-                unit_id,
-                units[unit_id].doc_id,
-                units[unit_id].title,
-                units[unit_id].body,
-                score,
-                units[unit_id].char_start,
-                units[unit_id].char_end,
-            )
-            for unit_id, score in ranked
-            if unit_id in units
-        ]
 
     def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """Fetch units, cutting their text from each source document read once (one snapshot)."""
@@ -722,14 +689,6 @@ def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
     """The one place filters become SQL: a bound condition (`NO_FILTER` when there is none)."""
     expr = parse_filters(filters)
     return (NO_FILTER, []) if expr is None else compile_sqlite(expr)
-
-
-def check_limit(limit: object, name: str = "limit") -> None:
-    """Reject a negative, non-integer or beyond-64-bit count (limit, top_k, max_tokens)."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_COUNT:
-        raise InvalidInputError(
-            f"{name} must be an integer between 0 and {MAX_COUNT:,}, got {limit!r}"
-        )
 
 
 def _build_catalog(titles: Sequence[str]) -> TitleCatalog:

@@ -20,13 +20,12 @@ from . import _pg_sql as pg
 from ._ingest import PreparedBatch, PreparedUnit, new_executor, parse_expansion, pipelined_ingest
 from ._pg_filters import compile_postgres
 from ._schema import IndexSettings
-from .backend import Filters, alias_key
+from .backend import Filters, SearchHit, alias_key, search_hits
 from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
 from .filters import parse_filters
-from .index import SearchHit, check_limit
-from .questions import check_question
+from .questions import check_limit, check_question
 from .text import tokenize
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -309,24 +308,7 @@ class PostgresIndex:
         filters: Filters | None = None,
     ) -> list[SearchHit]:
         """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
-        check_limit(limit)
-        check_limit(max_tokens, "max_tokens")
-        with self.snapshot():
-            terms = self.query_terms(question, max_tokens)
-            ranked = self.rank_expression(terms, limit, filters=filters)
-            units = self.units(unit_id for unit_id, _ in ranked)
-        return [
-            SearchHit(
-                unit_id,
-                units[unit_id].doc_id,
-                units[unit_id].title,
-                units[unit_id].body,
-                score,
-                units[unit_id].char_start,
-                units[unit_id].char_end,
-            )
-            for unit_id, score in ranked
-        ]
+        return search_hits(self, question, limit, max_tokens=max_tokens, filters=filters)
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""

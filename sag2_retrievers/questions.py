@@ -1,4 +1,5 @@
-"""Questions as the analyzer sees them: checked, and cut to the part that is analysed."""
+"""Checks on what callers pass to a search: questions (checked, and cut to the part that is
+analysed) and counts."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from .errors import InvalidInputError
 
 MAX_QUESTION_CHARS = 100_000
 ANALYSED_QUESTION_CHARS = 4_000
+MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
 
 
 def check_question(question: object) -> None:
@@ -35,3 +37,11 @@ def analysed_question(question: str) -> str:
     """
     check_question(question)
     return question[:ANALYSED_QUESTION_CHARS].replace("\x00", " ")
+
+
+def check_limit(limit: object, name: str = "limit") -> None:
+    """Reject a negative, non-integer or beyond-64-bit count (limit, top_k, max_tokens)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_COUNT:
+        raise InvalidInputError(
+            f"{name} must be an integer between 0 and {MAX_COUNT:,}, got {limit!r}"
+        )

@@ -163,33 +163,20 @@ class SAG2Retriever(BaseRetriever):
         """
         sources = _source_nodes(nodes, documents, index, docstore)
         batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
+        scratch: TemporaryDirectory[str] | None = None
         if backend is not None:
             if persist_path is not None or index_settings is not None:
                 raise InvalidInputError(
                     "pass either backend= (an open index) or persist_path=/index_settings="
                 )
-            retriever = cls(
-                backend,
-                judge,
-                config,
-                similarity_top_k=similarity_top_k,
-                filters=filters,
-                title_key=title_key,
-                allow_remote_judges=allow_remote_judges,
-                callback_manager=callback_manager,
-                verbose=verbose,
-                skip_empty=skip_empty,
-                precompute_judge=precompute_judge,
-                units_per_document=units_per_document,
-            )
-            retriever._write(batch)
-            return retriever
-        path, scratch = _index_location(persist_path)
-        existed = path.exists()
-        sqlite_index = SQLiteIndex(path, index_settings)
+            opened: DocumentIndex = backend
+        else:
+            path, scratch = _index_location(persist_path)
+            existed = path.exists()
+            opened = SQLiteIndex(path, index_settings)
         try:
             retriever = cls(
-                sqlite_index,
+                opened,
                 judge,
                 config,
                 similarity_top_k=similarity_top_k,
@@ -204,9 +191,10 @@ class SAG2Retriever(BaseRetriever):
             )
             retriever._write(batch)
         except BaseException:
-            sqlite_index.close()
-            if not existed:
-                remove_index_files(path)  # a failed first ingest leaves no empty index
+            if backend is None:  # the caller's own backend stays open and theirs to close
+                opened.close()
+                if not existed:
+                    remove_index_files(path)  # a failed first ingest leaves no empty index
             raise
         retriever._scratch = scratch
         return retriever
