@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from .errors import IndexSettingsMismatchError, InvalidInputError
-from .text import ANALYZER_VERSION, STOPWORDS
+from .text import (
+    ANALYZER_VERSION,
+    DEFAULT_PROFILE,
+    FTS_TOKENIZERS,
+    PROFILES,
+    STOPWORDS,
+)
 
 SCHEMA_VERSION = "2"
-FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
+FTS_TOKENIZER = FTS_TOKENIZERS[DEFAULT_PROFILE]
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
 DOCUMENT_COLLECTION_CHUNK_CHARS = 1000
 
-CREATE_TABLES = (
+FTS_TABLE_SQL = """CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
+        title, heading, body, tokenize = "{tokenizer}")"""
+# The tables of a new index file; units_fts takes its tokenizer from the analyzer profile.
+BASE_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS documents(
         doc_id TEXT PRIMARY KEY,
@@ -31,8 +40,6 @@ CREATE_TABLES = (
         char_end INTEGER NOT NULL,
         expansion TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
-    f"""CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-        title, heading, body, tokenize = "{FTS_TOKENIZER}")""",
     """CREATE TABLE IF NOT EXISTS body_df(
         term TEXT PRIMARY KEY,
         df INTEGER NOT NULL) WITHOUT ROWID""",
@@ -114,9 +121,19 @@ BUMP_GENERATION_SQL = """
 GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
 
 
-def setting(default: Any, kind: type, *, low: int | None = None, high: int | None = None) -> Any:
-    """A settings field that records its type and allowed range, checked for every value."""
-    return field(default=default, metadata={"kind": kind, "low": low, "high": high})
+def setting(
+    default: Any,
+    kind: type,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    choices: tuple[str, ...] | None = None,
+) -> Any:
+    """A settings field that records its type and allowed range or choices, checked for
+    every value."""
+    return field(
+        default=default, metadata={"kind": kind, "low": low, "high": high, "choices": choices}
+    )
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,8 @@ class IndexSettings:
     """
 
     chunk_chars: int = setting(2200, int, low=20, high=10_000_000)
+    # "sag2": the project's analyzer; "paper": the reference reading of the paper (text.py).
+    analyzer_profile: Literal["sag2", "paper"] = setting(DEFAULT_PROFILE, str, choices=PROFILES)
 
     def __post_init__(self) -> None:
         """Reject a value of the wrong type or outside its range, naming the field."""
@@ -142,6 +161,15 @@ class IndexSettings:
         characters, never above 1,200 (``chunk_spans`` cuts within 0.8-1.2x the target)."""
         return cls(chunk_chars=DOCUMENT_COLLECTION_CHUNK_CHARS)
 
+    @property
+    def fts_tokenizer(self) -> str:
+        """The FTS5 tokenizer the analyzer profile's tokens are final for."""
+        return FTS_TOKENIZERS[self.analyzer_profile]
+
+    def create_tables(self) -> tuple[str, ...]:
+        """The statements creating a new index file's tables under these settings."""
+        return (*BASE_TABLES, FTS_TABLE_SQL.format(tokenizer=self.fts_tokenizer))
+
     def as_meta(self) -> dict[str, str]:
         """The settings, plus the fixed analyzer and scoring versions, as meta rows."""
         rows = {key: _meta_text(value) for key, value in asdict(self).items()}
@@ -149,7 +177,7 @@ class IndexSettings:
             schema_version=SCHEMA_VERSION,
             analyzer_version=ANALYZER_VERSION,
             stopwords=" ".join(sorted(STOPWORDS)),
-            fts_tokenizer=FTS_TOKENIZER,
+            fts_tokenizer=self.fts_tokenizer,
             bm25_weights=",".join(str(w) for w in BM25_WEIGHTS),
             heading_rule=HEADING_RULE,
         )
@@ -178,6 +206,9 @@ def _setting_problem(spec: Mapping[str, Any], value: object) -> str | None:
     # bool is an int subclass; neither may stand for the other.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         return f"must be {kind.__name__}, got {value!r}"
+    choices = spec.get("choices")
+    if choices is not None and value not in choices:
+        return f"must be one of {', '.join(map(repr, choices))}, got {value!r}"
     low, high = spec["low"], spec["high"]
     numeric = isinstance(value, int) and not isinstance(value, bool)
     if numeric and ((low is not None and value < low) or (high is not None and value > high)):

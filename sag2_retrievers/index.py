@@ -39,7 +39,7 @@ from .questions import ANALYSED_QUESTION_CHARS as ANALYSED_QUESTION_CHARS
 from .questions import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
 from .questions import analysed_question as analysed_question
 from .questions import check_question as check_question
-from .text import tokenize
+from .text import Profile, tokenize
 
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
@@ -188,7 +188,7 @@ class SQLiteIndex:
                 )
             settings = _reconcile_settings(self.path, stored, requested)
             if not stored:
-                for statement in sql.CREATE_TABLES:
+                for statement in settings.create_tables():
                     connection.execute(statement)
                 connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
             connection.execute("COMMIT")
@@ -248,7 +248,7 @@ class SQLiteIndex:
             for documents in batches:
                 batch = _validated_batch(documents)
                 if batch:
-                    started = (batch, start_preparing(batch, self.settings.chunk_chars, executor))
+                    started = (batch, start_preparing(batch, self.settings, executor))
                     previous, pending = pending, None
                     if previous is not None:
                         units += self._write_batch(*previous, on_batch)
@@ -553,7 +553,7 @@ class SQLiteIndex:
         generation = self._generation()
         if self._catalog is None or self._catalog[0] != generation:
             titles = [row[0] for row in self._connection().execute(sql.TITLES_SQL)]
-            self._catalog = (generation, _build_catalog(titles))
+            self._catalog = (generation, _build_catalog(titles, self.settings.analyzer_profile))
         return self._catalog[1]
 
     def _generation(self) -> str:
@@ -765,16 +765,16 @@ def check_limit(limit: object, name: str = "limit") -> None:
         )
 
 
-def _build_catalog(titles: Sequence[str]) -> TitleCatalog:
+def _build_catalog(titles: Sequence[str], profile: Profile) -> TitleCatalog:
     """Aliases from unique accent-folded titles, and the set of multiword title phrases."""
     folded: dict[str, list[str]] = {}
     phrases: set[str] = set()
     for title in titles:
-        tokens = tokenize(title)
+        tokens = tokenize(title, profile=profile)
         phrase = " ".join(tokens)
         if len(tokens) >= 2:
             phrases.add(phrase)
-        alias = alias_key(title)
+        alias = alias_key(title, profile)
         if alias and alias != phrase:
             folded.setdefault(alias, []).append(phrase)
     aliases = {alias: options[0] for alias, options in folded.items() if len(set(options)) == 1}
