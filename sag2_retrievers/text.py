@@ -74,9 +74,10 @@ _NAME_RUN = re.compile(rf"{_FIRST_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})
 _LETTERS = r"[^\W\d_]*"
 _PAPER_NAME_WORD = rf"(?:[{_UPPER}]\.|[{_UPPER}]{_LETTERS}(?:[\-'’][{_UPPER}]{_LETTERS})*)"
 # A paper name starts where no word, joiner or dot precedes it, and its last word is not
-# followed by a letter or digit (so "Kim Jong-un" gives "Kim Jong").
+# followed by a letter, a digit or a dotted continuation (so "Kim Jong-un" gives "Kim Jong",
+# and "The U.S. Army" no name: "U.S." is not one initial).
 _PAPER_NAME_RUN = re.compile(
-    rf"(?<![\w'’\-.]){_PAPER_NAME_WORD}(?:[ \t]+{_PAPER_NAME_WORD})+(?![^\W_])"
+    rf"(?<![\w'’\-.]){_PAPER_NAME_WORD}(?:[ \t]+{_PAPER_NAME_WORD})+(?![^\W_]|\.\w)"
 )
 
 
