@@ -29,7 +29,7 @@ def test_from_documents_builds_a_paper_index_that_reopens_with_its_profile(
     assert reopened.index.settings.analyzer_profile == "paper"
     reopened.close()
     with pytest.raises(IndexSettingsMismatchError, match="analyzer_profile"):
-        SAG2Retriever(db_path=path, judge=OverlapJudge(), index_settings=IndexSettings()).index
+        SAG2Retriever(db_path=path, judge=OverlapJudge(), index_settings=IndexSettings())
 
 
 def test_the_default_profile_keeps_korean_words_whole(tmp_path: Path) -> None:
