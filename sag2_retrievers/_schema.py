@@ -11,20 +11,19 @@ from .text import (
     ANALYZER_VERSION,
     DEFAULT_PROFILE,
     FTS_TOKENIZERS,
+    PAPER_FTS_TOKENIZER,
     PROFILES,
+    SAG2_FTS_TOKENIZER,
     STOPWORDS,
 )
 
 SCHEMA_VERSION = "2"
-FTS_TOKENIZER = FTS_TOKENIZERS[DEFAULT_PROFILE]
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
 DOCUMENT_COLLECTION_CHUNK_CHARS = 1000
 
-FTS_TABLE_SQL = """CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-        title, heading, body, tokenize = "{tokenizer}")"""
-# The tables of a new index file; units_fts takes its tokenizer from the analyzer profile.
+# The tables of a new index file: these, then units_fts with the analyzer profile's tokenizer.
 BASE_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS documents(
@@ -44,6 +43,10 @@ BASE_TABLES = (
         term TEXT PRIMARY KEY,
         df INTEGER NOT NULL) WITHOUT ROWID""",
 )
+FTS_TABLE_SQL = """CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
+        title, heading, body, tokenize = "{}")"""
+SAG2_FTS_TABLE_SQL = FTS_TABLE_SQL.format(SAG2_FTS_TOKENIZER)
+PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 SEARCH_SQL = f"""
@@ -165,10 +168,6 @@ class IndexSettings:
     def fts_tokenizer(self) -> str:
         """The FTS5 tokenizer the analyzer profile's tokens are final for."""
         return FTS_TOKENIZERS[self.analyzer_profile]
-
-    def create_tables(self) -> tuple[str, ...]:
-        """The statements creating a new index file's tables under these settings."""
-        return (*BASE_TABLES, FTS_TABLE_SQL.format(tokenizer=self.fts_tokenizer))
 
     def as_meta(self) -> dict[str, str]:
         """The settings, plus the fixed analyzer and scoring versions, as meta rows."""

@@ -188,8 +188,7 @@ class SQLiteIndex:
                 )
             settings = _reconcile_settings(self.path, stored, requested)
             if not stored:
-                for statement in settings.create_tables():
-                    connection.execute(statement)
+                _create_tables(connection, settings)
                 connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
             connection.execute("COMMIT")
         except BaseException:
@@ -660,6 +659,16 @@ def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
             raise IndexUnavailableError("the file holds a database that is not a SAG2 index")
         return {}
     return dict(connection.execute(sql.GET_META_SQL).fetchall())
+
+
+def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> None:
+    """Create a new file's tables; units_fts gets the analyzer profile's FTS5 tokenizer."""
+    for statement in sql.BASE_TABLES:
+        connection.execute(statement)
+    if settings.analyzer_profile == "paper":
+        connection.execute(sql.PAPER_FTS_TABLE_SQL)
+    else:
+        connection.execute(sql.SAG2_FTS_TABLE_SQL)
 
 
 def _reconcile_settings(

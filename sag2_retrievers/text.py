@@ -41,10 +41,9 @@ Profile = Literal["sag2", "paper"]
 PROFILES: tuple[Profile, ...] = ("sag2", "paper")
 DEFAULT_PROFILE: Profile = "sag2"
 # The FTS5 tokenizer each profile's tokens are final for (fts5_terms reproduces it).
-FTS_TOKENIZERS: dict[str, str] = {
-    "sag2": "unicode61 remove_diacritics 2 tokenchars '-.'",
-    "paper": "unicode61",
-}
+SAG2_FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
+PAPER_FTS_TOKENIZER = "unicode61"
+FTS_TOKENIZERS: dict[str, str] = {"sag2": SAG2_FTS_TOKENIZER, "paper": PAPER_FTS_TOKENIZER}
 
 _LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
