@@ -143,21 +143,22 @@ def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
 def repair_name_spans(backend: LexicalBackend, question: str) -> list[str]:
     """The question's tokens after the paper's repair: each capitalised name span that matches
     nothing, and whose accent-folded form is a title's alias that matches, becomes that
-    title's tokens, each a separate term ("Jose Cancela" -> "josé", "cancela")."""
+    title's tokens, each a separate term ("Jose Cancela" -> those of "José Cancela")."""
     text = unicodedata.normalize("NFKC", question)
     spans = name_runs(text, "paper")
     phrases = {span: " ".join(tokenize(text[span[0] : span[1]], profile="paper")) for span in spans}
     keys = {span: alias_key(text[span[0] : span[1]], "paper") for span in spans}
     aliases = backend.title_aliases(set(keys.values()))
     titles = {span: aliases[key] for span, key in keys.items() if key in aliases}
-    looked_up = [*phrases.values(), *titles.values()] if titles else []
-    counts = backend.document_frequencies_any(looked_up)
+    # Only spans with an alias can change, so only they and their titles need a match count.
+    looked_up = [term for span, title in titles.items() for term in (phrases[span], title)]
+    counts = backend.document_frequencies_any(term for term in looked_up if term)
     tokens: list[str] = []
     position = 0
     for span in spans:
         tokens += tokenize(text[position : span[0]], profile="paper")
         title = titles.get(span)
-        if title is not None and counts[phrases[span]] == 0 and counts[title] > 0:
+        if title is not None and counts.get(phrases[span], 0) == 0 and counts[title] > 0:
             tokens += title.split(" ")
         else:
             tokens += phrases[span].split(" ") if phrases[span] else []
