@@ -131,12 +131,12 @@ def setting(
     low: int | None = None,
     high: int | None = None,
     choices: tuple[str, ...] | None = None,
+    legacy: str | None = None,
 ) -> Any:
     """A settings field that records its type and allowed range or choices, checked for
-    every value."""
-    return field(
-        default=default, metadata={"kind": kind, "low": low, "high": high, "choices": choices}
-    )
+    every value; ``legacy`` is its meta row in files written before the setting existed."""
+    spec = {"kind": kind, "low": low, "high": high, "choices": choices, "legacy": legacy}
+    return field(default=default, metadata=spec)
 
 
 @dataclass(frozen=True)
@@ -149,7 +149,10 @@ class IndexSettings:
 
     chunk_chars: int = setting(2200, int, low=20, high=10_000_000)
     # "sag2": the project's analyzer; "paper": the reference reading of the paper (text.py).
-    analyzer_profile: Literal["sag2", "paper"] = setting(DEFAULT_PROFILE, str, choices=PROFILES)
+    # Files from before this setting were all built with the "sag2" rules.
+    analyzer_profile: Literal["sag2", "paper"] = setting(
+        DEFAULT_PROFILE, str, choices=PROFILES, legacy=DEFAULT_PROFILE
+    )
 
     def __post_init__(self) -> None:
         """Reject a value of the wrong type or outside its range, naming the field."""
@@ -183,11 +186,22 @@ class IndexSettings:
         return rows
 
     @classmethod
+    def completed_meta(cls, meta: Mapping[str, str]) -> dict[str, str]:
+        """A file's meta rows with the legacy value of every setting added since it was
+        written (an older file is read as what it was built with, not refused)."""
+        rows = dict(meta)
+        for spec in fields(cls):
+            if spec.name not in rows and spec.metadata["legacy"] is not None:
+                rows[spec.name] = spec.metadata["legacy"]
+        return rows
+
+    @classmethod
     def from_meta(cls, meta: Mapping[str, str]) -> IndexSettings:
         """Read the user-settable part back from meta rows; a bad row is a settings mismatch."""
         values: dict[str, Any] = {}
+        rows = cls.completed_meta(meta)
         for spec in fields(cls):
-            stored = meta.get(spec.name)
+            stored = rows.get(spec.name)
             value = _parse_meta(spec.metadata["kind"], stored)
             problem = _setting_problem(spec.metadata, value)
             if stored is None or problem:

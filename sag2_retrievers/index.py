@@ -677,6 +677,7 @@ def _reconcile_settings(
     """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
     if not stored:
         return requested or IndexSettings()
+    stored = IndexSettings.completed_meta(stored)
     try:
         current = IndexSettings.from_meta(stored)
     except IndexSettingsMismatchError as error:

@@ -63,6 +63,18 @@ def test_an_index_refuses_the_other_profile_on_reopen(tmp_path: Path) -> None:
         assert reopened.settings.analyzer_profile == "paper"
 
 
+def test_a_file_from_before_the_setting_reads_as_sag2(tmp_path: Path) -> None:
+    with open_index(tmp_path / "x.db", "sag2", [Document("d", "The co-creator spoke.")]):
+        pass
+    with sqlite3.connect(tmp_path / "x.db") as connection:
+        connection.execute("DELETE FROM meta WHERE key = 'analyzer_profile'")
+    with SQLiteIndex(tmp_path / "x.db", IndexSettings()) as index:
+        assert index.settings.analyzer_profile == "sag2"
+        assert index.search("co-creator", 1)[0].doc_id == "d"
+    with pytest.raises(IndexSettingsMismatchError, match="analyzer_profile"):
+        SQLiteIndex(tmp_path / "x.db", IndexSettings(analyzer_profile="paper"))
+
+
 def test_a_corrupt_profile_row_is_a_settings_mismatch(tmp_path: Path) -> None:
     with open_index(tmp_path / "x.db", "sag2", []):
         pass
