@@ -7,6 +7,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import jieba
 import pytest
 
 from sag2_retrievers import (
@@ -19,7 +20,14 @@ from sag2_retrievers import (
 )
 from sag2_retrievers.cli import main
 from sag2_retrievers.judges.fake import ScriptedJudge
-from sag2_retrievers.text import Profile, analyze_body, name_runs, tokenize
+from sag2_retrievers.text import (
+    STOPWORDS,
+    Profile,
+    analyze_body,
+    final_tokens,
+    name_runs,
+    tokenize,
+)
 
 
 def open_index(path: Path, profile: Profile, documents: list[Document]) -> SQLiteIndex:
@@ -102,6 +110,21 @@ def test_a_corrupt_profile_row_is_a_settings_mismatch(tmp_path: Path) -> None:
 def test_token_streams_of_both_profiles(text: str, sag2: list[str], paper: list[str]) -> None:
     assert tokenize(text, profile="sag2") == sag2
     assert tokenize(text, profile="paper") == paper
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Beyoncé sang in Châu Đức, Москва and Αθήνα",
+        "서울은 한국의 수도이다; 東京タワー",
+        "tiếng Việt: Hà Nội, Huế, Đà Lạt; naïve résumé ǖ ł",
+    ],
+)
+def test_paper_tokens_are_jiebas_tokens_through_plain_unicode61(text: str) -> None:
+    normalized = text.lower()
+    words = [w for w in jieba.cut(normalized, HMM=True) if w.strip() and w not in STOPWORDS]
+    expected = final_tokens([w for w in words if any(ch.isalnum() for ch in w)], "paper")
+    assert tokenize(text, profile="paper") == expected
 
 
 @pytest.mark.parametrize(("profile", "tf"), [("sag2", 1), ("paper", 2)])
