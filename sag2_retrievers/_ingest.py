@@ -10,9 +10,10 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
+from ._schema import IndexSettings
 from .documents import Document, chunk_spans, validated_batch
 from .markdown import find_headings, unit_heading
-from .text import analyze_body, tokenize
+from .text import Profile, analyze_body, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0
@@ -52,7 +53,7 @@ class PreparedBatch:
 
 
 def start_preparing(
-    documents: Sequence[Document], chunk_chars: int, executor: Executor | None
+    documents: Sequence[Document], settings: IndexSettings, executor: Executor | None
 ) -> Callable[[], PreparedBatch]:
     """Start analysing a batch (in the background when worthwhile); call the result to wait.
 
@@ -61,11 +62,12 @@ def start_preparing(
     """
     # Workers get only titles, headings and texts: metadata is already serialised and stays.
     texts = [(doc.title, doc.heading, doc.text) for doc in documents]
+    rules = (settings.chunk_chars, settings.analyzer_profile)
     if executor is None or sum(len(text) for *_, text in texts) < PARALLEL_MIN_CHARS:
-        return lambda: _prepare_many(texts, chunk_chars)
+        return lambda: _prepare_many(texts, *rules)
     size = max(1, -(-len(texts) // (4 * worker_count())))
     futures = [
-        executor.submit(_prepare_many, texts[start : start + size], chunk_chars)
+        executor.submit(_prepare_many, texts[start : start + size], *rules)
         for start in range(0, len(texts), size)
     ]
     return lambda: _merged([future.result() for future in futures])
@@ -74,7 +76,7 @@ def start_preparing(
 def pipelined_ingest(
     batches: Iterable[Iterable[Document]],
     write: Callable[[list[Document], PreparedBatch], int],
-    chunk_chars: int,
+    settings: IndexSettings,
     executor: Executor | None,
     on_batch: Callable[[int], None] | None = None,
 ) -> int:
@@ -90,7 +92,7 @@ def pipelined_ingest(
         for documents in batches:
             batch = validated_batch(documents)
             if batch:
-                started = (batch, start_preparing(batch, chunk_chars, executor))
+                started = (batch, start_preparing(batch, settings, executor))
                 previous, pending = pending, None
                 if previous is not None:
                     units += _write_prepared(write, *previous, on_batch)
@@ -122,10 +124,12 @@ def _merged(slices: list[PreparedBatch]) -> PreparedBatch:
     return PreparedBatch([item for part in slices for item in part.documents], body_df)
 
 
-def _prepare_many(texts: Sequence[tuple[str, str, str]], chunk_chars: int) -> PreparedBatch:
+def _prepare_many(
+    texts: Sequence[tuple[str, str, str]], chunk_chars: int, profile: Profile
+) -> PreparedBatch:
     """Prepare a slice of (title, heading, text) triples and count its units' distinct body
     tokens (runs in a worker process, so the writer only adds the counts up)."""
-    documents = [_prepare_one(*triple, chunk_chars) for triple in texts]
+    documents = [_prepare_one(*triple, chunk_chars, profile) for triple in texts]
     body_df: Counter[str] = Counter()
     for document in documents:
         for unit in document.units:
@@ -140,8 +144,17 @@ def worker_count() -> int:
 
 def new_executor() -> Executor:
     """A process pool for analysis whose workers exit if the writer dies; the caller shuts it
-    down otherwise."""
-    return ProcessPoolExecutor(max_workers=worker_count(), initializer=watch_parent)
+    down otherwise.
+
+    Workers come from a fork server where it exists (POSIX): forking the writer itself, which
+    may run other threads (an engine's loop, a web server's pool), can copy a lock some thread
+    holds into the child and hang it there (seen in the test suite).
+    """
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
+    return ProcessPoolExecutor(
+        max_workers=worker_count(), mp_context=context, initializer=watch_parent
+    )
 
 
 def watch_parent() -> None:
@@ -167,13 +180,15 @@ def _exit_with_parent(parent_pid: int) -> None:
             os._exit(1)
 
 
-def _prepare_one(title: str, heading: str, text: str, chunk_chars: int) -> PreparedDocument:
+def _prepare_one(
+    title: str, heading: str, text: str, chunk_chars: int, profile: Profile
+) -> PreparedDocument:
     """Chunk one document's text and analyse each unit, giving it its markdown heading path."""
-    title_tokens = " ".join(tokenize(title))
+    title_tokens = " ".join(tokenize(title, profile=profile))
     headings = find_headings(text)
     units = []
     for span in chunk_spans(text, chunk_chars):
-        analysis = analyze_body(text[span.start : span.end])
+        analysis = analyze_body(text[span.start : span.end], profile)
         expansion = SENTENCE_SEPARATOR.join(
             TERM_SEPARATOR.join(sentence) for sentence in analysis.sentences
         )
@@ -184,7 +199,7 @@ def _prepare_one(title: str, heading: str, text: str, chunk_chars: int) -> Prepa
                 span.end,
                 path,
                 title_tokens,
-                " ".join(tokenize(path)),
+                " ".join(tokenize(path, profile=profile)),
                 " ".join(analysis.tokens),
                 expansion,
             )

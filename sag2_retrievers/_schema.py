@@ -4,19 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
 
 from .errors import IndexSettingsMismatchError, InvalidInputError
-from .text import ANALYZER_VERSION, STOPWORDS
+from .text import (
+    ANALYZER_VERSION,
+    DEFAULT_PROFILE,
+    FTS_TOKENIZERS,
+    PAPER_FTS_TOKENIZER,
+    PROFILES,
+    SAG2_FTS_TOKENIZER,
+    STOPWORDS,
+)
 
 SCHEMA_VERSION = "2"
-FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
 DOCUMENT_COLLECTION_CHUNK_CHARS = 1000
 
-CREATE_TABLES = (
+# The tables of a new index file: these, then units_fts with the analyzer profile's tokenizer.
+BASE_TABLES = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     """CREATE TABLE IF NOT EXISTS documents(
         doc_id TEXT PRIMARY KEY,
@@ -31,12 +39,14 @@ CREATE_TABLES = (
         char_end INTEGER NOT NULL,
         expansion TEXT NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
-    f"""CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-        title, heading, body, tokenize = "{FTS_TOKENIZER}")""",
     """CREATE TABLE IF NOT EXISTS body_df(
         term TEXT PRIMARY KEY,
         df INTEGER NOT NULL) WITHOUT ROWID""",
 )
+FTS_TABLE_SQL = """CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
+        title, heading, body, tokenize = "{}")"""
+SAG2_FTS_TABLE_SQL = FTS_TABLE_SQL.format(SAG2_FTS_TOKENIZER)
+PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 SEARCH_SQL = f"""
@@ -117,9 +127,19 @@ BUMP_GENERATION_SQL = """
 GENERATION_SQL = "SELECT value FROM meta WHERE key = 'generation'"
 
 
-def setting(default: Any, kind: type, *, low: int | None = None, high: int | None = None) -> Any:
-    """A settings field that records its type and allowed range, checked for every value."""
-    return field(default=default, metadata={"kind": kind, "low": low, "high": high})
+def setting(
+    default: Any,
+    kind: type,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+    choices: tuple[str, ...] | None = None,
+    legacy: str | None = None,
+) -> Any:
+    """A settings field that records its type and allowed range or choices, checked for
+    every value; ``legacy`` is its meta row in files written before the setting existed."""
+    spec = {"kind": kind, "low": low, "high": high, "choices": choices, "legacy": legacy}
+    return field(default=default, metadata=spec)
 
 
 @dataclass(frozen=True)
@@ -131,6 +151,11 @@ class IndexSettings:
     """
 
     chunk_chars: int = setting(2200, int, low=20, high=10_000_000)
+    # "sag2": the project's analyzer; "paper": the reference reading of the paper (text.py).
+    # Files from before this setting were all built with the "sag2" rules.
+    analyzer_profile: Literal["sag2", "paper"] = setting(
+        DEFAULT_PROFILE, str, choices=PROFILES, legacy=DEFAULT_PROFILE
+    )
 
     def __post_init__(self) -> None:
         """Reject a value of the wrong type or outside its range, naming the field."""
@@ -145,6 +170,11 @@ class IndexSettings:
         characters, never above 1,200 (``chunk_spans`` cuts within 0.8-1.2x the target)."""
         return cls(chunk_chars=DOCUMENT_COLLECTION_CHUNK_CHARS)
 
+    @property
+    def fts_tokenizer(self) -> str:
+        """The FTS5 tokenizer the analyzer profile's tokens are final for."""
+        return FTS_TOKENIZERS[self.analyzer_profile]
+
     def as_meta(self) -> dict[str, str]:
         """The settings, plus the fixed analyzer and scoring versions, as meta rows."""
         rows = {key: _meta_text(value) for key, value in asdict(self).items()}
@@ -152,18 +182,29 @@ class IndexSettings:
             schema_version=SCHEMA_VERSION,
             analyzer_version=ANALYZER_VERSION,
             stopwords=" ".join(sorted(STOPWORDS)),
-            fts_tokenizer=FTS_TOKENIZER,
+            fts_tokenizer=self.fts_tokenizer,
             bm25_weights=",".join(str(w) for w in BM25_WEIGHTS),
             heading_rule=HEADING_RULE,
         )
         return rows
 
     @classmethod
+    def completed_meta(cls, meta: Mapping[str, str]) -> dict[str, str]:
+        """A file's meta rows with the legacy value of every setting added since it was
+        written (an older file is read as what it was built with, not refused)."""
+        rows = dict(meta)
+        for spec in fields(cls):
+            if spec.name not in rows and spec.metadata["legacy"] is not None:
+                rows[spec.name] = spec.metadata["legacy"]
+        return rows
+
+    @classmethod
     def from_meta(cls, meta: Mapping[str, str]) -> IndexSettings:
         """Read the user-settable part back from meta rows; a bad row is a settings mismatch."""
         values: dict[str, Any] = {}
+        rows = cls.completed_meta(meta)
         for spec in fields(cls):
-            stored = meta.get(spec.name)
+            stored = rows.get(spec.name)
             value = _parse_meta(spec.metadata["kind"], stored)
             problem = _setting_problem(spec.metadata, value)
             if stored is None or problem:
@@ -181,6 +222,9 @@ def _setting_problem(spec: Mapping[str, Any], value: object) -> str | None:
     # bool is an int subclass; neither may stand for the other.
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         return f"must be {kind.__name__}, got {value!r}"
+    choices = spec.get("choices")
+    if choices is not None and value not in choices:
+        return f"must be one of {', '.join(map(repr, choices))}, got {value!r}"
     low, high = spec["low"], spec["high"]
     numeric = isinstance(value, int) and not isinstance(value, bool)
     if numeric and ((low is not None and value < low) or (high is not None and value > high)):

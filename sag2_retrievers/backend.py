@@ -13,16 +13,18 @@ phrase repeated in the list counting once per repetition.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ._ingest import PreparedBatch
+from ._schema import IndexSettings
 from .documents import Document, Unit
 from .filters import FilterExpr
 from .questions import analysed_question, check_limit
-from .text import distinct_tokens, fold_accents, tokenize
+from .text import Profile, distinct_tokens, fold_accents, name_runs, tokenize
 
 # The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
 # or a parsed expression (`filters.py`); each backend compiles it itself.
@@ -45,6 +47,9 @@ class SearchHit:
 @runtime_checkable
 class LexicalBackend(Protocol):
     """A lexical index of units: writes, one read snapshot, BM25 top-k, expansion, lookups."""
+
+    # The settings the stored units were analysed with (the analyzer profile among them).
+    settings: IndexSettings
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -186,21 +191,26 @@ def search_hits(
     ]
 
 
-def alias_key(term: str) -> str:
+def alias_key(term: str, profile: Profile = "sag2") -> str:
     """The accent-folded form of a term under which a title alias is stored."""
-    return " ".join(tokenize(fold_accents(term)))
+    return " ".join(tokenize(fold_accents(term), profile=profile))
 
 
 def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
-    """The first distinct tokens of a checked question's analysed part, each repaired by a
-    title alias when unmatched."""
-    tokens = distinct_tokens(analysed_question(question), max_tokens)
+    """The first distinct tokens of a checked question's analysed part, repaired by title
+    aliases when unmatched: single tokens ("sag2") or capitalised name spans ("paper")."""
+    profile = backend.settings.analyzer_profile
+    text = analysed_question(question)
+    if profile == "paper":
+        return list(dict.fromkeys(repair_name_spans(backend, text)))[:max_tokens]
+    tokens = distinct_tokens(text, max_tokens, profile=profile)
     return list(dict.fromkeys(repair_terms(backend, tokens)))
 
 
 def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
     """Replace each term that matches nothing by the title it is an accent alias of (§3.2)."""
-    keys = {term: alias_key(term) for term in terms}
+    profile = backend.settings.analyzer_profile
+    keys = {term: alias_key(term, profile) for term in terms}
     aliases = backend.title_aliases(set(keys.values()))
     candidates = {term: aliases[key] for term, key in keys.items() if key in aliases}
     if not candidates:
@@ -213,3 +223,29 @@ def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
         else term
         for term in terms
     ]
+
+
+def repair_name_spans(backend: LexicalBackend, question: str) -> list[str]:
+    """The question's tokens after the paper's repair: each capitalised name span that matches
+    nothing, and whose accent-folded form is a title's alias that matches, becomes that
+    title's tokens, each a separate term ("Jose Cancela" -> those of "José Cancela")."""
+    text = unicodedata.normalize("NFKC", question)
+    spans = name_runs(text, "paper")
+    phrases = {span: " ".join(tokenize(text[span[0] : span[1]], profile="paper")) for span in spans}
+    keys = {span: alias_key(text[span[0] : span[1]], "paper") for span in spans}
+    aliases = backend.title_aliases(set(keys.values()))
+    titles = {span: aliases[key] for span, key in keys.items() if key in aliases}
+    # Only spans with an alias can change, so only they and their titles need a match count.
+    looked_up = [term for span, title in titles.items() for term in (phrases[span], title)]
+    counts = backend.document_frequencies_any(term for term in looked_up if term)
+    tokens: list[str] = []
+    position = 0
+    for span in spans:
+        tokens += tokenize(text[position : span[0]], profile="paper")
+        title = titles.get(span)
+        if title is not None and counts.get(phrases[span], 0) == 0 and counts[title] > 0:
+            tokens += title.split(" ")
+        else:
+            tokens += phrases[span].split(" ") if phrases[span] else []
+        position = span[1]
+    return tokens + tokenize(text[position:], profile="paper")

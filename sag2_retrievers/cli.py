@@ -42,6 +42,7 @@ from .index import SQLiteIndex, remove_index_files
 from .judges.base import Judge
 from .judges.factory import JUDGE_NAMES, default_judge_name, make_judge
 from .results import RetrievalResult, RetrievedUnit
+from .text import DEFAULT_PROFILE, PROFILES
 from .trace_html import write_trace_html
 
 PROG = "sag2"
@@ -176,6 +177,12 @@ def _add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> No
         type=_positive_int,
         help=f"target unit size of a new index (default: {IndexSettings().chunk_chars}; "
         "an existing index keeps its own)",
+    )
+    command.add_argument(
+        "--profile",
+        choices=PROFILES,
+        help=f"analyzer profile of a new index (default: {DEFAULT_PROFILE}; 'paper' reproduces "
+        "the paper's reference rankings, see docs/method.md; an existing index keeps its own)",
     )
     command.set_defaults(handler=run_index)
 
@@ -360,8 +367,11 @@ def _shown(db: str) -> str:
 
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:
-    """--chunk-chars as settings; None adopts an existing index's (or the defaults)."""
-    return IndexSettings(chunk_chars=args.chunk_chars) if args.chunk_chars else None
+    """--chunk-chars and --profile as settings (defaults for the one not given); None, when
+    neither is given, adopts an existing index's settings (or the defaults)."""
+    requested = {"chunk_chars": args.chunk_chars, "analyzer_profile": args.profile}
+    given = {name: value for name, value in requested.items() if value}
+    return IndexSettings(**given) if given else None
 
 
 def _holds_no_documents(db: str) -> bool:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from .backend import Filters, LexicalBackend, query_terms
 from .config import SAG2Config
-from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
+from .diversity import cosine_matrix, greedy_dpp_order, local_df, tfidf_vectors, word_tokens
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
@@ -33,7 +33,7 @@ from .judges.base import (
 )
 from .questions import analysed_question, check_question
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
-from .text import tokenize
+from .text import Profile, tokenize
 
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
@@ -207,7 +207,7 @@ class SAG2Engine:
         expr = parse_filters(filters)  # once, so a bad filter fails before any query
         state = _Retrieval(
             question,
-            frozenset(tokenize(analysed_question(question))),
+            frozenset(tokenize(analysed_question(question), profile=self._profile)),
             query_terms(self.index, question, config.max_query_tokens),
             expr,
         )
@@ -411,20 +411,33 @@ class SAG2Engine:
         )
 
     def _diversified(self, state: _Retrieval, ranking: list[int]) -> list[int]:
-        """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order."""
+        """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order.
+
+        "sag2" vectors use the stored analyzer tokens with unit-level df over the index;
+        "paper" ones the lowercased words of the bodies with df over those units (§4.8).
+        """
         top = ranking[: self.config.diversity_top]
         if len(top) <= 2:
             return ranking
-        sentences = self.index.expansion_units(top)
-        token_lists = [
-            [tok for sentence in sentences.get(u, []) for term in sentence for tok in term.split()]
-            for u in top
-        ]
-        df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
-        vectors = tfidf_vectors(token_lists, df, state.n_units)
+        if self._profile == "paper":
+            token_lists = [word_tokens(state.units[u].body) for u in top]
+            vectors = tfidf_vectors(token_lists, local_df(token_lists), len(top))
+        else:
+            sentences = self.index.expansion_units(top)
+            token_lists = [
+                [tok for s in sentences.get(u, []) for term in s for tok in term.split()]
+                for u in top
+            ]
+            df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
+            vectors = tfidf_vectors(token_lists, df, state.n_units)
         quality = [state.scores[u] for u in top]
         order = greedy_dpp_order(quality, cosine_matrix(vectors))
         return [top[i] for i in order] + ranking[len(top) :]
+
+    @property
+    def _profile(self) -> Profile:
+        """The analyzer profile of the index, which the question must be analysed with."""
+        return self.index.settings.analyzer_profile
 
     # -- sync bridge -----------------------------------------------------------------------
 

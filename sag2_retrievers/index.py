@@ -42,7 +42,7 @@ from .questions import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
 from .questions import analysed_question as analysed_question
 from .questions import check_limit as check_limit
 from .questions import check_question as check_question
-from .text import tokenize
+from .text import Profile, tokenize
 
 _COMPOUND_LIMIT = 400
 NO_FILTER = "1"
@@ -177,8 +177,7 @@ class SQLiteIndex:
                 )
             settings = _reconcile_settings(self.path, stored, requested)
             if not stored:
-                for statement in sql.CREATE_TABLES:
-                    connection.execute(statement)
+                _create_tables(connection, settings)
                 connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
             connection.execute("COMMIT")
         except BaseException:
@@ -231,8 +230,7 @@ class SQLiteIndex:
         ``on_batch`` receives each committed batch's document count.
         """
         executor = self._analysis_executor() if parallel else None
-        chunk_chars = self.settings.chunk_chars
-        return pipelined_ingest(batches, self.upsert_analysed, chunk_chars, executor, on_batch)
+        return pipelined_ingest(batches, self.upsert_analysed, self.settings, executor, on_batch)
 
     def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
@@ -504,7 +502,7 @@ class SQLiteIndex:
         generation = self._generation()
         if self._catalog is None or self._catalog[0] != generation:
             titles = [row[0] for row in self._connection().execute(sql.TITLES_SQL)]
-            self._catalog = (generation, _build_catalog(titles))
+            self._catalog = (generation, _build_catalog(titles, self.settings.analyzer_profile))
         return self._catalog[1]
 
     def _generation(self) -> str:
@@ -613,12 +611,23 @@ def _read_meta(path: Path, connection: sqlite3.Connection) -> dict[str, str]:
     return dict(connection.execute(sql.GET_META_SQL).fetchall())
 
 
+def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> None:
+    """Create a new file's tables; units_fts gets the analyzer profile's FTS5 tokenizer."""
+    for statement in sql.BASE_TABLES:
+        connection.execute(statement)
+    if settings.analyzer_profile == "paper":
+        connection.execute(sql.PAPER_FTS_TABLE_SQL)
+    else:
+        connection.execute(sql.SAG2_FTS_TABLE_SQL)
+
+
 def _reconcile_settings(
     path: Path, stored: dict[str, str], requested: IndexSettings | None
 ) -> IndexSettings:
     """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
     if not stored:
         return requested or IndexSettings()
+    stored = IndexSettings.completed_meta(stored)
     try:
         current = IndexSettings.from_meta(stored)
     except IndexSettingsMismatchError as error:
@@ -691,16 +700,16 @@ def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
     return (NO_FILTER, []) if expr is None else compile_sqlite(expr)
 
 
-def _build_catalog(titles: Sequence[str]) -> TitleCatalog:
+def _build_catalog(titles: Sequence[str], profile: Profile) -> TitleCatalog:
     """Aliases from unique accent-folded titles, and the set of multiword title phrases."""
     folded: dict[str, list[str]] = {}
     phrases: set[str] = set()
     for title in titles:
-        tokens = tokenize(title)
+        tokens = tokenize(title, profile=profile)
         phrase = " ".join(tokens)
         if len(tokens) >= 2:
             phrases.add(phrase)
-        alias = alias_key(title)
+        alias = alias_key(title, profile)
         if alias and alias != phrase:
             folded.setdefault(alias, []).append(phrase)
     aliases = {alias: options[0] for alias, options in folded.items() if len(set(options)) == 1}

@@ -155,8 +155,7 @@ class PostgresIndex:
         Analysis runs in worker processes while the previous batch is written, as for SQLite.
         """
         executor = self._analysis_executor() if parallel else None
-        chunk_chars = self.settings.chunk_chars
-        return pipelined_ingest(batches, self.upsert_analysed, chunk_chars, executor, on_batch)
+        return pipelined_ingest(batches, self.upsert_analysed, self.settings, executor, on_batch)
 
     def _analysis_executor(self) -> Executor:
         """The process pool used for analysis, created on first use."""
@@ -180,9 +179,10 @@ class PostgresIndex:
 
     def _copy_documents(self, cursor: Any, documents: Sequence[Document]) -> None:
         """Write the document rows, with the title's phrase and alias key for lexical repair."""
+        profile = self.settings.analyzer_profile
         with cursor.copy(self._sql(pg.COPY_DOCUMENTS)) as copy:
             for document in documents:
-                phrase = " ".join(tokenize(document.title))
+                phrase = " ".join(tokenize(document.title, profile=profile))
                 copy.write_row(
                     (
                         document.id,
@@ -190,7 +190,7 @@ class PostgresIndex:
                         document.text,
                         document.metadata_json,
                         phrase,
-                        alias_key(document.title),
+                        alias_key(document.title, profile),
                     )
                 )
 

@@ -7,6 +7,13 @@ give their parts. On ASCII text this yields exactly jieba's tokens (tests/test_t
 it on generated and real text) at a fraction of the cost: jieba's dictionary holds no
 lowercase ASCII word but "c++" and "c#". Other scripts (Cyrillic, Greek, Devanagari, kana...)
 give runs of letters, digits and marks, where jieba would emit single characters.
+
+Two profiles (``IndexSettings.analyzer_profile``; every function takes it explicitly):
+"sag2", the rules above, and "paper", the reference reading of the paper (§3.1): jieba's
+treatment of non-ASCII text (accented Latin letters and other scripts one character at a
+time), name words of letters only, and the space-joined tokens indexed under plain
+``unicode61`` (hyphens and dots separate terms; single diacritics removed). docs/method.md
+compares them.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import logging
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 ANALYZER_VERSION = "2"  # 2: tokens pass through the unicode61-equivalent final_tokens
 
@@ -30,6 +37,14 @@ _CHINESE += " 请 我 你 他 它 吗 呢 吧 地 得"
 CHINESE_STOPWORDS = frozenset(_CHINESE.split(" "))
 STOPWORDS = ENGLISH_STOPWORDS | CHINESE_STOPWORDS
 
+Profile = Literal["sag2", "paper"]
+PROFILES: tuple[Profile, ...] = ("sag2", "paper")
+DEFAULT_PROFILE: Profile = "sag2"
+# The FTS5 tokenizer each profile's tokens are final for (fts5_terms reproduces it).
+SAG2_FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
+PAPER_FTS_TOKENIZER = "unicode61"
+FTS_TOKENIZERS: dict[str, str] = {"sag2": SAG2_FTS_TOKENIZER, "paper": PAPER_FTS_TOKENIZER}
+
 _LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
 _ASCII_PUNCT = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -38,6 +53,14 @@ _RUN = re.compile(
     rf"(?P<latin>{_LATIN_RUN.pattern})|(?P<han>[{_HAN}]+)|(?P<other>[^\s{_ASCII_PUNCT}{_LATIN}{_HAN}]+)"
 )
 _JOINERS = re.compile(r"[.\-]")
+_ASCII_RUN = re.compile(r"[0-9a-z]+(?:[.\-][0-9a-z]+)*")
+_ASCII_WORD = re.compile(r"[0-9a-z]+")
+_ASCII_SEPARATORS = re.compile(r"[^0-9a-z]+")
+# jieba's own Han range (re_han_default); outside it jieba yields single characters.
+_JIEBA_HAN = "\u4e00-\u9fd5"
+_PAPER_RUN = re.compile(
+    rf"(?P<ascii>{_ASCII_RUN.pattern})|(?P<han>[{_JIEBA_HAN}]+)|(?P<char>[^\s0-9a-z{_JIEBA_HAN}])"
+)
 _JOINED_RUN = re.compile(rf"[{_LATIN}][.\-][{_LATIN}]")
 _NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
@@ -47,6 +70,14 @@ _CAPITALISED_WORD = rf"(?:(?:[{_UPPER}]\.)+|[{_UPPER}][\w'’\-]*)"
 # a longer word): a leading class lets the regex engine skip non-capitals quickly.
 _FIRST_CAPITALISED_WORD = rf"[{_UPPER}](?<![\w'’\-.][{_UPPER}])(?:\.(?:[{_UPPER}]\.)*|[\w'’\-]*)"
 _NAME_RUN = re.compile(rf"{_FIRST_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})+(?![\w'’\-]|\.\w)")
+_LETTERS = r"[^\W\d_]*"
+_PAPER_NAME_WORD = rf"(?:[{_UPPER}]\.|[{_UPPER}]{_LETTERS}(?:[\-'’][{_UPPER}]{_LETTERS})*)"
+# A paper name starts where no word, joiner or dot precedes it, and its last word is not
+# followed by a letter, a digit or a dotted continuation (so "Kim Jong-un" gives "Kim Jong",
+# and "The U.S. Army" no name: "U.S." is not one initial).
+_PAPER_NAME_RUN = re.compile(
+    rf"(?<![\w'’\-.]){_PAPER_NAME_WORD}(?:[ \t]+{_PAPER_NAME_WORD})+(?![^\W_]|\.\w)"
+)
 
 
 def normalize(text: str) -> str:
@@ -54,27 +85,33 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).lower()
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, *, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The analyzer's tokens of ``text`` in order, stopwords removed."""
-    return tokenize_normalized(normalize(text))
+    return tokenize_normalized(normalize(text), profile=profile)
 
 
-def distinct_tokens(text: str, limit: int | None = None) -> list[str]:
+def distinct_tokens(
+    text: str, limit: int | None = None, *, profile: Profile = DEFAULT_PROFILE
+) -> list[str]:
     """Distinct tokens in first-occurrence order, optionally the first ``limit`` of them."""
-    unique = list(dict.fromkeys(tokenize(text)))
+    unique = list(dict.fromkeys(tokenize(text, profile=profile)))
     return unique if limit is None else unique[:limit]
 
 
-def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list[str]:
+def tokenize_normalized(
+    normalized: str, latin_only: bool | None = None, *, profile: Profile = DEFAULT_PROFILE
+) -> list[str]:
     """Tokens of already-normalised text; Latin-only text skips the per-script dispatch.
 
     ``latin_only`` may be passed when the caller already checked a larger enclosing text.
     """
+    if profile == "paper":
+        return _paper_tokens(normalized)
     if latin_only is None:
         latin_only = is_latin_only(normalized)
     if latin_only:
         joined = _JOINED_RUN.search(normalized) is not None
-        return final_tokens(_latin_tokens(_LATIN_RUN.findall(normalized), joined))
+        return final_tokens(_latin_tokens(_LATIN_RUN.findall(normalized), joined), profile)
     tokens: list[str] = []
     for match in _RUN.finditer(normalized):
         if match.lastgroup == "han":
@@ -83,49 +120,74 @@ def tokenize_normalized(normalized: str, latin_only: bool | None = None) -> list
             tokens.extend(_script_words(match.group()))
         else:
             tokens.extend(_latin_tokens([match.group()]))
-    return final_tokens(tokens)
+    return final_tokens(tokens, profile)
 
 
-def final_tokens(tokens: list[str]) -> list[str]:
-    """The analyzer's tokens as FTS5's unicode61 tokenizer would index them (see fts5_terms),
+def _paper_tokens(normalized: str) -> list[str]:
+    """The paper profile's tokens: what jieba does to non-ASCII text, one character at a time
+    outside its Han range, with the same handling of connected ASCII runs."""
+    if normalized.isascii():
+        return final_tokens(_latin_tokens(_ASCII_RUN.findall(normalized)), "paper")
+    tokens: list[str] = []
+    for match in _PAPER_RUN.finditer(normalized):
+        if match.lastgroup == "ascii":
+            tokens.extend(_latin_tokens([match.group()]))
+        elif match.lastgroup == "han":
+            tokens.extend(_jieba_tokens(match.group()))
+        elif _is_token(match.group()):
+            tokens.append(match.group())
+    return final_tokens(tokens, "paper")
+
+
+def final_tokens(tokens: list[str], profile: Profile = DEFAULT_PROFILE) -> list[str]:
+    """The analyzer's tokens as the profile's FTS5 tokenizer would index them (see fts5_terms),
     so every backend stores and matches exactly the same terms without re-tokenising."""
-    if all(token.isascii() for token in tokens):
+    if profile == "paper":
+        if all(token.isascii() and _ASCII_WORD.fullmatch(token) for token in tokens):
+            return tokens
+    elif all(token.isascii() for token in tokens):
         return tokens
-    return [term for token in tokens for term in fts5_terms(token)]
+    return [term for token in tokens for term in fts5_terms(token, profile)]
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def fts5_terms(token: str) -> tuple[str, ...]:
-    """What ``unicode61 remove_diacritics 2 tokenchars '-.'`` makes of one lowercased token.
+def fts5_terms(token: str, profile: Profile = DEFAULT_PROFILE) -> tuple[str, ...]:
+    """What the profile's FTS5 tokenizer (`FTS_TOKENIZERS`) makes of one lowercased token.
 
-    Latin letters lose diacritics (a base ASCII letter plus FTS5's diacritic marks), a few
-    letters take their case-folded form, FTS5's diacritic marks vanish, and other combining
-    marks separate terms. (FTS5's tables date from Unicode 6.1: it keeps inside a token the
-    few marks assigned since, which this pass treats as separators.)
+    Latin letters lose diacritics (a base ASCII letter plus FTS5's diacritic marks; under
+    plain ``unicode61`` only when there is one mark), a few letters take their case-folded
+    form, FTS5's diacritic marks vanish, and other combining marks separate terms (so do
+    hyphens and dots under plain ``unicode61``). (FTS5's tables date from Unicode 6.1: it keeps
+    inside a token the few marks assigned since, which this pass treats as separators.)
     """
+    paper = profile == "paper"
     if token.isascii():
-        return (token,)
+        return tuple(term for term in _ASCII_SEPARATORS.split(token) if term) if paper else (token,)
     terms: list[str] = []
     current: list[str] = []
     for ch in token:
-        if ch in _FTS5_SEPARATOR_LETTERS or (
-            unicodedata.category(ch)[0] == "M" and not _is_fts5_diacritic(ch)
+        if (
+            ch in _FTS5_SEPARATOR_LETTERS
+            or (paper and ch in "-.")
+            or (unicodedata.category(ch)[0] == "M" and not _is_fts5_diacritic(ch))
         ):
             terms.append("".join(current))
             current = []
         else:
-            current.append(_fts5_fold(ch))
+            current.append(_fts5_fold(ch, complex_marks=not paper))
     terms.append("".join(current))
     return tuple(term for term in terms if term)
 
 
-def _fts5_fold(ch: str) -> str:
-    """One character folded as FTS5 does: diacritics removed from Latin letters."""
+def _fts5_fold(ch: str, complex_marks: bool) -> str:
+    """One character folded as FTS5 does: diacritics removed from Latin letters, those with
+    several marks only when ``complex_marks`` (remove_diacritics 2)."""
     if ch in _FTS5_CASE_FOLDS:
         return _FTS5_CASE_FOLDS[ch]
     decomposed = unicodedata.normalize("NFD", ch)
     if (
         len(decomposed) > 1
+        and (complex_marks or len(decomposed) == 2)
         and decomposed[0].isascii()
         and ch not in _FTS5_UNFOLDED
         and all(_is_fts5_diacritic(mark) for mark in decomposed[1:])
@@ -270,9 +332,15 @@ def _follows_initial(text: str, dot: int) -> bool:
     return dot >= 1 and "A" <= text[dot - 1] <= "Z" and not before.isalpha()
 
 
-def name_runs(sentence: str) -> list[tuple[int, int]]:
-    """Ranges of maximal runs of >= 2 capitalised words (initials count; Jean-Luc is one word)."""
-    return [match.span() for match in _NAME_RUN.finditer(sentence)]
+def name_runs(sentence: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
+    """Ranges of maximal runs of >= 2 capitalised words (initials count; Jean-Luc is one word).
+
+    "sag2" words may hold digits and continue past a hyphen or apostrophe ("Elmo's",
+    "B-52", "Jong-un"); "paper" words are one initial or letters only, joined to another
+    capitalised part by a hyphen or apostrophe ("Jean-Luc", "O'Brien").
+    """
+    pattern = _PAPER_NAME_RUN if profile == "paper" else _NAME_RUN
+    return [match.span() for match in pattern.finditer(sentence)]
 
 
 @dataclass(frozen=True)
@@ -288,27 +356,35 @@ class UnitAnalysis:
     sentences: tuple[tuple[str, ...], ...]
 
 
-def analyze_body(body: str) -> UnitAnalysis:
-    """Tokenise a unit's body and derive each sentence's expansion units (names as phrases)."""
+def analyze_body(body: str, profile: Profile = DEFAULT_PROFILE) -> UnitAnalysis:
+    """Tokenise a unit's body and derive each sentence's expansion units (names as phrases).
+
+    "sag2" builds the token stream sentence by sentence; "paper" tokenises the body in one
+    pass (jieba then sees Han text across sentence breaks).
+    """
     nfkc = unicodedata.normalize("NFKC", body)
     lowered = nfkc.lower()
     if len(lowered) != len(nfkc):
         lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
     latin_only = is_latin_only(lowered)
-    runs = name_runs(nfkc)
+    runs = name_runs(nfkc, profile)
     tokens: list[str] = []
     sentences: list[tuple[str, ...]] = []
     next_run = 0
     for start, end in split_sentences(nfkc):
-        sentence_tokens = tokenize_normalized(lowered[start:end], latin_only)
+        sentence_tokens = tokenize_normalized(lowered[start:end], latin_only, profile=profile)
         tokens.extend(sentence_tokens)
         names = []
         while next_run < len(runs) and runs[next_run][0] < end:
             run_start, run_end = runs[next_run]
             if run_start >= start and run_end <= end:
-                names.append(tokenize_normalized(lowered[run_start:run_end], latin_only))
+                names.append(
+                    tokenize_normalized(lowered[run_start:run_end], latin_only, profile=profile)
+                )
             next_run += 1
         sentences.append(expansion_units(names, sentence_tokens))
+    if profile == "paper":
+        tokens = tokenize_normalized(lowered, profile=profile)
     return UnitAnalysis(tuple(tokens), tuple(sentences))
 
 

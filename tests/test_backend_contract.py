@@ -44,7 +44,7 @@ CORPUS = (
 
 def load(backend: LexicalBackend, documents: Sequence[Document]) -> int:
     """Write documents through the protocol: analysed here, upserted by the backend."""
-    return backend.upsert_analysed(documents, start_preparing(documents, 2200, None)())
+    return backend.upsert_analysed(documents, start_preparing(documents, backend.settings, None)())
 
 
 @pytest.fixture(params=sorted(BACKENDS))

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Document, SQLiteIndex
-from sag2_retrievers._schema import FTS_TOKENIZER
+from sag2_retrievers import Document, IndexSettings, SQLiteIndex
 from sag2_retrievers.eval import load_corpus
-from sag2_retrievers.text import fts5_terms, tokenize
+from sag2_retrievers.text import FTS_TOKENIZERS, PROFILES, Profile, fts5_terms, tokenize
 
 from .conftest import SHARED_DATA
 
@@ -35,13 +34,18 @@ def fts5_instances(connection: sqlite3.Connection, table: str) -> dict[tuple[int
     return terms
 
 
-@pytest.mark.parametrize("corpus", SHARED_CORPORA, ids=lambda path: path.parent.name)
+@pytest.mark.parametrize(
+    ("corpus", "profile"),
+    [*((corpus, "sag2") for corpus in SHARED_CORPORA), (SHARED_CORPORA[0], "paper")],
+    ids=lambda value: value.parent.name if isinstance(value, Path) else value,
+)
 def test_fts5_indexes_the_stored_tokens_of_the_shared_corpora_unchanged(
-    corpus: Path, tmp_path: Path
+    corpus: Path, profile: Profile, tmp_path: Path
 ) -> None:
     if not corpus.exists():
         pytest.skip(f"shared corpus {corpus} is not available")
-    with SQLiteIndex(tmp_path / "vocab.db") as index:
+    settings = IndexSettings(analyzer_profile=profile)
+    with SQLiteIndex(tmp_path / "vocab.db", settings) as index:
         index.add_documents(
             (Document(p.doc_id, p.text, p.title) for p in load_corpus(corpus)), parallel=False
         )
@@ -58,22 +62,24 @@ def test_fts5_indexes_the_stored_tokens_of_the_shared_corpora_unchanged(
     assert sum(len(tokens) for tokens in stored.values()) > 50_000
 
 
-def test_fts5_terms_match_unicode61_character_by_character() -> None:
+@pytest.mark.parametrize("profile", PROFILES)
+def test_fts5_terms_match_unicode61_character_by_character(profile: Profile) -> None:
     connection = sqlite3.connect(":memory:")
-    connection.execute(f'CREATE VIRTUAL TABLE chars USING fts5(body, tokenize = "{FTS_TOKENIZER}")')
+    tokenizer = FTS_TOKENIZERS[profile]
+    connection.execute(f'CREATE VIRTUAL TABLE chars USING fts5(body, tokenize = "{tokenizer}")')
     letters = [
         chr(code)
         for span in CHECKED_RANGES
         for code in span
         if unicodedata.category(chr(code))[0] in "LMN" and chr(code) == chr(code).lower()
-    ]
+    ] + ["-", "."]
     connection.executemany("INSERT INTO chars(body) VALUES (?)", [(f"q{c}q",) for c in letters])
     indexed = fts5_instances(connection, "chars")
     expected = {n: indexed.get((n, "body"), []) for n in range(1, len(letters) + 1)}
     mismatches = [
-        (hex(ord(c)), expected[n], list(fts5_terms(f"q{c}q")))
+        (hex(ord(c)), expected[n], list(fts5_terms(f"q{c}q", profile)))
         for n, c in enumerate(letters, start=1)
-        if list(fts5_terms(f"q{c}q")) != expected[n]
+        if list(fts5_terms(f"q{c}q", profile)) != expected[n]
     ]
     assert mismatches == []
     assert len(letters) > 900
