@@ -178,3 +178,21 @@ def test_sag2_retrieves_the_same_on_both_backends(
         actual = SAG2Engine(pg, OverlapJudge()).retrieve(question, top_k=10)
         assert [hit.unit_id for hit in actual.hits] == [hit.unit_id for hit in expected.hits]
         assert len(actual.trace) == len(expected.trace) > 1
+
+
+def test_the_paper_profile_ranks_the_same_on_both_backends(
+    tmp_path: Path, postgres_server, postgres_schema: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Under the "paper" analyzer profile too, PostgreSQL's rankings equal FTS5's."""
+    settings = IndexSettings(analyzer_profile="paper")
+    lite = SQLiteIndex(tmp_path / "paper.sqlite", settings)
+    lite.add_documents(CORPUS, parallel=False)
+    pg = PostgresIndex(postgres_server.dsn, settings, schema=postgres_schema)
+    pg.add_documents(CORPUS, parallel=False)
+    for question in ("Who co-created the U.S. radio show?", "Alpha station bravo", "Elmo World"):
+        terms = lite.query_terms(question)
+        assert pg.query_terms(question) == terms
+        expected = lite.rank_expression(terms, 100)
+        actual = pg.rank_expression(terms, 100)
+        assert [unit for unit, _ in actual] == [unit for unit, _ in expected]
+        assert [score for _, score in actual] == pytest.approx([s for _, s in expected], abs=1e-9)
