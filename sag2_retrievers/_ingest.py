@@ -150,11 +150,7 @@ def new_executor() -> Executor:
     may run other threads (an engine's loop, a web server's pool), can copy a lock some thread
     holds into the child and hang it there (seen in the test suite).
     """
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else None)
-    return ProcessPoolExecutor(
-        max_workers=worker_count(), mp_context=context, initializer=watch_parent
-    )
+    return ProcessPoolExecutor(max_workers=worker_count(), initializer=watch_parent)
 
 
 def watch_parent() -> None:

