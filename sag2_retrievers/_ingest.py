@@ -146,9 +146,8 @@ def new_executor() -> Executor:
     """A process pool for analysis whose workers exit if the writer dies; the caller shuts it
     down otherwise.
 
-    Workers come from a fork server where it exists (POSIX): forking the writer itself, which
-    may run other threads (an engine's loop, a web server's pool), can copy a lock some thread
-    holds into the child and hang it there (seen in the test suite).
+    Workers are forked (the platform default): a fork server or spawn would re-run the top
+    level of a user's script without a ``__main__`` guard in every worker.
     """
     return ProcessPoolExecutor(max_workers=worker_count(), initializer=watch_parent)
 
