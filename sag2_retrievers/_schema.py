@@ -52,9 +52,15 @@ BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 SEARCH_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-UNIT_SCORES_SQL = f"""
-    SELECT units_fts.rowid, {BM25_SCORE} FROM units_fts
-    WHERE units_fts MATCH ? AND units_fts.rowid IN (SELECT value FROM json_each(?))"""
+UNIT_TOKENS_SQL = """
+    SELECT rowid, title, heading, body FROM units_fts
+    WHERE rowid IN (SELECT value FROM json_each(?))"""
+VOCABULARY_SQL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.units_vocab USING fts5vocab(main, units_fts, row)"
+)
+TOKEN_TOTAL_SQL = "SELECT coalesce(sum(cnt), 0) FROM temp.units_vocab"
+TOKEN_ROWS_SQL = """
+    SELECT term, doc FROM temp.units_vocab WHERE term IN (SELECT value FROM json_each(?))"""
 SEARCH_FILTERED_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid

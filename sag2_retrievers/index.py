@@ -28,6 +28,7 @@ from .backend import Filters as Filters  # re-exported: the integrations import 
 from .backend import SearchHit as SearchHit
 from .backend import alias_key, search_hits
 from .backend import query_terms as backend_query_terms
+from .bm25 import row_score
 from .documents import Document, Unit
 from .errors import (
     IndexSettingsMismatchError,
@@ -97,6 +98,7 @@ class SQLiteIndex:
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
+        self._tokens: tuple[str, int] | None = None
         _probe_fts5()
         try:
             self.settings = self._open(settings, create)
@@ -328,12 +330,46 @@ class SQLiteIndex:
     def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
         """BM25 of the OR of the distinct terms for the given units; units matching no term
         are absent (FTS5's statistics cover the whole table, as in `rank_expression`)."""
-        expression = or_expression(terms)
-        if not expression or not unit_ids:
+        phrases = [term for term in dict.fromkeys(terms) if term]
+        if not phrases or not unit_ids:
             return {}
-        ids = json_list(sorted(unit_ids), "unit ids")
-        rows = self._connection().execute(sql.UNIT_SCORES_SQL, (expression, ids))
-        return {int(rowid): float(score) for rowid, score in rows}
+        # FTS5 would score every row matching the terms; computing bm25 for the few rows asked
+        # takes their stored tokens, the terms' match counts and the token total instead.
+        with self.snapshot():
+            rows = self.unit_count()
+            avgdl = self._token_total() / rows
+            matching = self._matching_rows(phrases)
+            stored = self._connection().execute(
+                sql.UNIT_TOKENS_SQL, (json_list(sorted(unit_ids), "unit ids"),)
+            )
+            scores = {
+                int(rowid): row_score(
+                    (title.split(), heading.split(), body.split()), phrases, matching, rows, avgdl
+                )
+                for rowid, title, heading, body in stored
+            }
+        return {unit_id: score for unit_id, score in scores.items() if score is not None}
+
+    def _matching_rows(self, phrases: Sequence[str]) -> dict[str, int]:
+        """Rows matching each term in any field: tokens from FTS5's vocabulary (a lookup),
+        multiword phrases by an FTS5 match count."""
+        tokens = [phrase for phrase in phrases if " " not in phrase]
+        matching = dict.fromkeys(tokens, 0)
+        connection = self._connection()
+        connection.execute(sql.VOCABULARY_SQL)  # each thread's connection has its own
+        rows = connection.execute(sql.TOKEN_ROWS_SQL, (json_list(tokens, "term"),))
+        matching.update((term, int(count)) for term, count in rows)
+        matching.update(self.document_frequencies_any(p for p in phrases if " " in p))
+        return matching
+
+    def _token_total(self) -> int:
+        """All tokens of all rows and columns, as FTS5 counts them (recounted after a write)."""
+        generation = self._generation()
+        if self._tokens is None or self._tokens[0] != generation:
+            connection = self._connection()
+            connection.execute(sql.VOCABULARY_SQL)  # each thread's connection has its own
+            self._tokens = (generation, int(connection.execute(sql.TOKEN_TOTAL_SQL).fetchone()[0]))
+        return self._tokens[1]
 
     def expand(
         self,

@@ -212,11 +212,26 @@ def test_a_snapshot_keeps_one_state_while_another_thread_writes(
 
 def test_score_units_equals_the_ranking_scores_of_those_units(backend: LexicalBackend) -> None:
     """Scoring chosen units gives their scores in the full ranking; non-matching are absent."""
-    full = dict(backend.rank_expression(["wheat", "river", "kiln"], ALL))
+    terms = ["wheat", "river", "kiln", "river mill", "wheat"]
+    full = dict(backend.rank_expression(terms, ALL))
     units = unit_of(backend)
     chosen = {units["d0"], units["d2"], units["d5"]}
-    scored = backend.score_units(["wheat", "river", "kiln"], chosen)
+    scored = backend.score_units(terms, chosen)
     assert set(scored) == chosen & set(full)
     for unit_id, score in scored.items():
         assert score == pytest.approx(full[unit_id], abs=1e-12)
     assert backend.score_units(["wheat"], set()) == {}
+
+
+def test_score_units_works_from_any_thread(backend: LexicalBackend) -> None:
+    """Each thread has its own connection; scoring from a second thread needs nothing the
+    first thread's connection created."""
+    units = unit_of(backend)
+    first = backend.score_units(["wheat"], {units["d0"]})
+    box: list[dict[int, float]] = []
+    worker = threading.Thread(
+        target=lambda: box.append(backend.score_units(["wheat"], {units["d0"]}))
+    )
+    worker.start()
+    worker.join()
+    assert box == [first] and first
