@@ -252,3 +252,32 @@ def _parse_meta(kind: type, stored: str | None) -> object:
     except ValueError:
         return stored
     return bool(number) if kind is bool and number in (0, 1) else number
+
+
+def reconcile_settings(
+    where: str, stored: dict[str, str], requested: IndexSettings | None
+) -> IndexSettings:
+    """Adopt stored settings, or raise when they differ from the requested or the analyzer's.
+
+    ``where`` names the index in the error ("index 'x.db'", "PostgreSQL schema 'sag2'").
+    """
+    if not stored:
+        return requested or IndexSettings()
+    stored = IndexSettings.completed_meta(stored)
+    try:
+        current = IndexSettings.from_meta(stored)
+    except IndexSettingsMismatchError as error:
+        raise IndexSettingsMismatchError(f"{where}: {error}") from None
+    expected = (requested or current).as_meta()
+    differences = [
+        f"{key}: stored {stored.get(key)!r}, requested {value!r}"
+        for key, value in expected.items()
+        if stored.get(key) != value
+    ]
+    if differences:
+        raise IndexSettingsMismatchError(
+            f"{where} was built with different settings ("
+            + "; ".join(differences)
+            + "); open it with matching settings or rebuild it"
+        )
+    return current

@@ -22,7 +22,7 @@ from ._ingest import (
     parse_expansion,
     pipelined_ingest,
 )
-from ._schema import IndexSettings
+from ._schema import IndexSettings, reconcile_settings
 from ._sqlite import connect, json_list, raise_if_full
 from .backend import Filters as Filters  # re-exported: the integrations import it from here
 from .backend import SearchHit as SearchHit
@@ -31,7 +31,6 @@ from .backend import query_terms as backend_query_terms
 from .bm25 import row_score
 from .documents import Document, Unit
 from .errors import (
-    IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
 )
@@ -177,7 +176,7 @@ class SQLiteIndex:
                     f"{str(self.path)!r} holds no SAG2 index; build it first "
                     "(open it with create=True, or run `sag2 index`)"
                 )
-            settings = _reconcile_settings(self.path, stored, requested)
+            settings = reconcile_settings(f"index {str(self.path)!r}", stored, requested)
             if not stored:
                 _create_tables(connection, settings)
                 connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
@@ -655,32 +654,6 @@ def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> N
         connection.execute(sql.PAPER_FTS_TABLE_SQL)
     else:
         connection.execute(sql.SAG2_FTS_TABLE_SQL)
-
-
-def _reconcile_settings(
-    path: Path, stored: dict[str, str], requested: IndexSettings | None
-) -> IndexSettings:
-    """Adopt stored settings, or raise when they differ from the requested or the analyzer's."""
-    if not stored:
-        return requested or IndexSettings()
-    stored = IndexSettings.completed_meta(stored)
-    try:
-        current = IndexSettings.from_meta(stored)
-    except IndexSettingsMismatchError as error:
-        raise IndexSettingsMismatchError(f"index {str(path)!r}: {error}") from None
-    expected = (requested or current).as_meta()
-    differences = [
-        f"{key}: file has {stored.get(key)!r}, requested {value!r}"
-        for key, value in expected.items()
-        if stored.get(key) != value
-    ]
-    if differences:
-        raise IndexSettingsMismatchError(
-            f"index {str(path)!r} was built with different settings ("
-            + "; ".join(differences)
-            + "); open it with matching settings or rebuild it"
-        )
-    return current
 
 
 def _writable(path: Path) -> bool:

@@ -19,11 +19,11 @@ from typing import Any
 from . import _pg_sql as pg
 from ._ingest import PreparedBatch, PreparedUnit, new_executor, parse_expansion, pipelined_ingest
 from ._pg_filters import compile_postgres
-from ._schema import IndexSettings
+from ._schema import IndexSettings, reconcile_settings
 from .backend import Filters, SearchHit, alias_key, search_hits
 from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
-from .errors import IndexSettingsMismatchError, IndexUnavailableError, InvalidInputError
+from .errors import IndexUnavailableError, InvalidInputError
 from .filters import parse_filters
 from .questions import check_limit, check_question
 from .text import tokenize
@@ -93,14 +93,16 @@ class PostgresIndex:
         """Check the stored settings (a read, so read replicas open), or create the schema."""
         stored = self._stored_meta()
         if stored:
-            return _reconcile(self.schema, stored, requested)
+            return reconcile_settings(f"PostgreSQL schema {self.schema!r}", stored, requested)
         if not create:
             raise IndexUnavailableError(
                 f"PostgreSQL schema {self.schema!r} holds no SAG2 index; build it first "
                 "(create=True, or `sag2 index CORPUS --db postgresql://...`)"
             )
         with self._write() as cursor:
-            settings = _reconcile(self.schema, self._stored_meta(), requested)
+            settings = reconcile_settings(
+                f"PostgreSQL schema {self.schema!r}", self._stored_meta(), requested
+            )
             for statement in pg.CREATE_SCHEMA:
                 cursor.execute(self._sql(statement))
             cursor.executemany(self._sql(pg.PUT_META), list(settings.as_meta().items()))
@@ -478,24 +480,6 @@ def _connect(dsn: str) -> Any:
         raise IndexUnavailableError(
             f"cannot connect to PostgreSQL ({error.__class__.__name__}); check the DSN and server"
         ) from None
-
-
-def _reconcile(
-    schema: str, stored: dict[str, str], requested: IndexSettings | None
-) -> IndexSettings:
-    """The settings to use: the stored ones (which must equal any requested), or new ones."""
-    if not stored:
-        return requested or IndexSettings()
-    settings = IndexSettings.from_meta(stored)
-    expected = settings.as_meta()
-    changed = sorted(key for key, value in expected.items() if stored.get(key) != value)
-    if changed or (requested is not None and requested != settings):
-        differing = ", ".join(changed) or "the requested settings differ"
-        raise IndexSettingsMismatchError(
-            f"PostgreSQL schema {schema!r} was built with other settings ({differing}); "
-            "open it without settings or use another schema"
-        )
-    return settings
 
 
 def _phrases(terms: Iterable[str]) -> list[str]:
