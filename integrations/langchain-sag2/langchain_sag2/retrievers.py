@@ -193,7 +193,7 @@ class SAG2Retriever(BaseRetriever):
     """Chunks of one source document allowed among the results (None: the config's, 1)."""
     backend: DocumentIndex | None = Field(default=None, repr=False)
     """An open index to use instead of an SQLite file (for example ``PostgresIndex(dsn)``);
-    it excludes ``db_path`` and ``index_settings``."""
+    it excludes ``db_path`` and ``index_settings``. The retriever owns it: ``close`` closes it."""
 
     @model_validator(mode="before")
     @classmethod

@@ -158,8 +158,8 @@ class SAG2Retriever(BaseRetriever):
         opened and added to if it exists. Without it, the index lives in a temporary file
         removed with the retriever; keep it with `persist`. ``backend`` uses an open index
         instead (for example ``PostgresIndex(dsn)``); it excludes ``persist_path`` and
-        ``index_settings``. Running the same ingest again upserts: random node ids are
-        replaced by stable ones (see `add_nodes`).
+        ``index_settings``, and the retriever owns it (`close` closes it). Running the same
+        ingest again upserts: random node ids are replaced by stable ones (see `add_nodes`).
         """
         sources = _source_nodes(nodes, documents, index, docstore)
         batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
