@@ -285,3 +285,14 @@ class CachedEncoder:
             self.cache.put_many(computed)
             known.update(computed)
         return np.stack([known[sha] for sha in shas])
+
+
+def cached_encoder(
+    encoder: MiniLMEncoder | None,
+    cache_path: str | os.PathLike[str] | None,
+    threads: int,
+    memory_cache_size: int,
+) -> CachedEncoder:
+    """The judges' embedder: the given (or a new) MiniLM encoder behind its embedding cache."""
+    model = encoder if encoder is not None else MiniLMEncoder(threads=threads)
+    return CachedEncoder(model, EmbeddingCache(model.model_key, cache_path, memory_cache_size))

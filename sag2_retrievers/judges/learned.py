@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import JudgeConfigurationError
-from ._embeddings import MODEL_NAME, CachedEncoder, EmbeddingCache, MiniLMEncoder
+from ._embeddings import MODEL_NAME, CachedEncoder, MiniLMEncoder, cached_encoder
 from ._evidence_features import FEATURE_NAMES, Matrix, passage_terms, request_features
 from .base import Candidate, Judge, JudgeRequest
 
@@ -128,9 +128,7 @@ class LearnedJudge(Judge):
     ) -> None:
         super().__init__()
         self.model, self.model_sha256 = load_model(model_path)
-        encoder = encoder if encoder is not None else MiniLMEncoder(threads=threads)
-        cache = EmbeddingCache(encoder.model_key, cache_path, memory_cache_size)
-        self._embedder = CachedEncoder(encoder, cache)
+        self._embedder = cached_encoder(encoder, cache_path, threads, memory_cache_size)
 
     def __repr__(self) -> str:
         return f"LearnedJudge(model={self.model_sha256[:12]!r}, embedder={self._embedder!r})"

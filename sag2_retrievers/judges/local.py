@@ -18,13 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..errors import InvalidInputError
-from ._embeddings import (
-    MODEL_NAME,
-    CachedEncoder,
-    EmbeddingCache,
-    MiniLMEncoder,
-    Vectors,
-)
+from ._embeddings import MODEL_NAME, MiniLMEncoder, Vectors, cached_encoder
 from .base import Candidate, Judge, JudgeRequest
 
 Variant = Literal["question", "question+context"]
@@ -86,9 +80,7 @@ class LocalJudge(Judge):
                 f"unknown local judge variant {variant!r}; choose one of {get_args(Variant)}"
             )
         self.variant: Variant = variant
-        model = encoder if encoder is not None else MiniLMEncoder(threads=threads)
-        cache = EmbeddingCache(model.model_key, cache_path, memory_cache_size)
-        self._embedder = CachedEncoder(model, cache)
+        self._embedder = cached_encoder(encoder, cache_path, threads, memory_cache_size)
 
     def __repr__(self) -> str:
         return f"LocalJudge(variant={self.variant!r}, embedder={self._embedder!r})"
