@@ -148,6 +148,17 @@ class DocumentIndex(LexicalBackend, Protocol):
         """The stored source document with this id, or None."""
         ...
 
+    def search(
+        self,
+        question: str,
+        limit: int = 100,
+        *,
+        max_tokens: int = 80,
+        filters: Filters | None = None,
+    ) -> list[SearchHit]:
+        """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
+        ...
+
     def document_count(self) -> int:
         """The number of stored source documents."""
         ...
@@ -159,6 +170,10 @@ class DocumentIndex(LexicalBackend, Protocol):
     def allowed_units(self, filters: Filters) -> set[int]:
         """Every unit whose document passes the filters (maintenance, e.g. deleting a source's
         chunks; retrieval never asks for it)."""
+        ...
+
+    def stats(self) -> dict[str, int]:
+        """Sizes for reports: documents, units and bytes on disk."""
         ...
 
     def close(self) -> None:

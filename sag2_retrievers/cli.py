@@ -512,7 +512,7 @@ def run_eval(args: argparse.Namespace) -> int:
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None
     index_seconds, index_bytes = _eval_index(args, questions)
-    with SQLiteIndex(args.db) as index:
+    with _existing_index(args.db) as index:
         judge = _judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
         options = EvalOptions(
@@ -526,7 +526,7 @@ def run_eval(args: argparse.Namespace) -> int:
         report = run.to_json(index_seconds, index_bytes)
         if args.trace_html:
             _write_eval_traces(Path(args.trace_html), index, run)
-    report.update(questions_file=str(args.questions), db=str(args.db))
+    report.update(questions_file=str(args.questions), db=_shown(args.db))
     _print_eval_table(report)
     if args.out:
         _make_parent(args.out)
@@ -535,7 +535,7 @@ def run_eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_eval_traces(directory: Path, index: SQLiteIndex, run: EvalRun) -> None:
+def _write_eval_traces(directory: Path, index: DocumentIndex, run: EvalRun) -> None:
     """One HTML trace per question, named by its position and id, gold passages marked."""
     directory.mkdir(parents=True, exist_ok=True)
     for number, question_run in enumerate(run.runs, start=1):
@@ -571,7 +571,12 @@ def _questions_with_gold(path: str) -> list[EvalQuestion]:
 def _eval_index(
     args: argparse.Namespace, questions: Sequence[EvalQuestion]
 ) -> tuple[float | None, int]:
-    """Build the index (timed) unless its file exists; return build seconds and file bytes."""
+    """Build the index (timed) unless it exists; return build seconds and its bytes (a
+    PostgreSQL index must have been built with `sag2 index`)."""
+    if _is_server(args.db):
+        with _existing_index(args.db) as index:
+            print(f"using the existing index {_shown(args.db)}")
+            return None, index.stats()["bytes"]
     if Path(args.db).exists():
         print(f"using the existing index {args.db}")
         return None, _file_bytes(args.db)
@@ -616,7 +621,7 @@ def _concurrency(args: argparse.Namespace) -> int:
 
 
 async def _evaluate(
-    index: SQLiteIndex,
+    index: DocumentIndex,
     questions: Sequence[EvalQuestion],
     judge: Judge | None,
     options: EvalOptions,

@@ -84,3 +84,28 @@ def test_cli_indexes_and_queries_a_postgres_url(postgres_server, tmp_path: Path,
     assert main(["query", "--db", url, "--judge", "fake", "--json", QUESTION]) == 0
     reply = json.loads(capsys.readouterr().out)
     assert reply["hits"][0]["title"] == "Lantern Festival"
+
+
+def test_cli_evaluates_on_a_postgres_index(postgres_server, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`sag2 eval --db postgresql://...` reads an index built there; the password stays hidden."""
+    import json
+
+    from sag2_retrievers.cli import main
+    from tests.conftest import SHARED_DATA
+
+    questions = SHARED_DATA / "hipporag_format_samples" / "sample.json"
+    corpus = SHARED_DATA / "hipporag_format_samples" / "sample_corpus.json"
+    if not questions.exists():
+        pytest.skip("shared sample data not found")
+    url = f"postgresql://postgres:s3cret@127.0.0.1:{postgres_server.port}/postgres"
+    assert main(["index", str(corpus), "--db", url]) == 0
+    report = tmp_path / "report.json"
+    code = main(
+        ["eval", str(questions), "--db", url, "--method", "bm25", "--out", str(report), "-q"]
+    )
+    assert code == 0
+    text = report.read_text()
+    assert "s3cret" not in text and "s3cret" not in capsys.readouterr().out
+    reply = json.loads(text)
+    assert reply["n_questions"] == 1 and reply["recall_at"]
+    assert reply["db"] == f"postgresql://postgres@127.0.0.1:{postgres_server.port}/postgres"

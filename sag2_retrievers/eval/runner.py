@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from ..backend import DocumentIndex, SearchHit
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..errors import InvalidInputError
-from ..index import SearchHit, SQLiteIndex
 from ..judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE, Judge, UsageSnapshot
 from ..results import RetrievalResult
 from .bootstrap import PAPER_SEED, paired_bootstrap
@@ -181,7 +181,7 @@ def config_json(options: EvalOptions) -> dict[str, Any]:
 
 
 async def evaluate(
-    index: SQLiteIndex,
+    index: DocumentIndex,
     questions: Sequence[EvalQuestion],
     judge: Judge | None,
     options: EvalOptions,
@@ -358,7 +358,7 @@ def _question_config(
 
 
 async def _sag2_question(
-    index: SQLiteIndex,
+    index: DocumentIndex,
     judge: Judge,
     question: EvalQuestion,
     config: SAG2Config,
@@ -382,7 +382,7 @@ async def _sag2_question(
 
 
 async def _bm25_question(
-    index: SQLiteIndex, question: EvalQuestion, config: SAG2Config
+    index: DocumentIndex, question: EvalQuestion, config: SAG2Config
 ) -> QuestionRun:
     """Rank by BM25 alone (no judge), keeping each source document's first unit."""
     started = time.perf_counter()
@@ -404,7 +404,7 @@ async def _bm25_question(
 
 
 def _resolve_sources(
-    index: SQLiteIndex, hits: Sequence[tuple[str, str, float, int]]
+    index: DocumentIndex, hits: Sequence[tuple[str, str, float, int]]
 ) -> tuple[RankedSource, ...]:
     """Attach each hit's identity string, read from the stored source document."""
     sources = []
