@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -36,12 +37,14 @@ from sag2_retrievers import (
 )
 from sag2_retrievers.backend import DocumentIndex
 from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.markdown import HEADING_SEPARATOR
 from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
 
 from .judges import as_judge, judge_callbacks
 
 logger = logging.getLogger(__name__)
+_SPLITTER_HEADER = re.compile(r"Header ([1-6])")
 
 ROUND_EVENT = "sag2_round"
 RESULT_EVENT = "sag2_result"
@@ -349,10 +352,12 @@ class SAG2Retriever(BaseRetriever):
         return removed
 
     def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
-        """The core record of a LangChain document: text, title from metadata, metadata."""
+        """The core record of a LangChain document: text, title from metadata, metadata, and
+        the heading path `MarkdownHeaderTextSplitter` records ("Header 1", "Header 2", ...)."""
         metadata = dict(document.metadata)
         title = document_title(document.page_content, metadata, self.title_key)
-        return SourceDocument(doc_id, document.page_content, title, metadata)
+        heading = _splitter_heading(metadata)
+        return SourceDocument(doc_id, document.page_content, title, metadata, heading=heading)
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -476,6 +481,20 @@ class SAG2Retriever(BaseRetriever):
                 "this SAG2Retriever is closed; open the index file again with "
                 "SAG2Retriever(db_path=..., judge=...)"
             )
+
+
+def _splitter_heading(metadata: Mapping[str, Any]) -> str:
+    """``{"Header 1": "Guide", "Header 2": "Setup"}`` (the names LangChain's markdown header
+    splitter documents) as the heading path "Guide > Setup"; "" when there are none."""
+    levels = sorted(
+        (int(match.group(1)), value.strip())
+        for key, value in metadata.items()
+        if isinstance(key, str)
+        and isinstance(value, str)
+        and value.strip()
+        and (match := _SPLITTER_HEADER.fullmatch(key))
+    )
+    return HEADING_SEPARATOR.join(value for _, value in levels)
 
 
 def _local_judge(db_path: Path | None) -> Judge:

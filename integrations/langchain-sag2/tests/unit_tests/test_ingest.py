@@ -147,3 +147,20 @@ def test_a_failed_first_ingest_leaves_no_index_file(folder: Path, tmp_path: Path
             load(folder), db_path=db, judge=OverlapJudge(), skip_empty=False
         )
     assert not db.exists()
+
+
+def test_markdown_splitter_headers_fill_the_heading_field() -> None:
+    """Chunks from MarkdownHeaderTextSplitter carry "Header 1", "Header 2"... metadata; they
+    become the unit's heading path, which BM25 weighs like the title."""
+    chunk = Document(
+        page_content="Turn the valve clockwise until it stops.",
+        metadata={"Header 2": "Shutting off water", "Header 1": "Plumbing guide"},
+    )
+    plain = Document(page_content="Turn the dial until it stops.", metadata={})
+    retriever = SAG2Retriever.from_documents([chunk, plain], judge=OverlapJudge(), k=2)
+    stored = {u.body: u.heading for u in retriever.index.units(range(1, 10)).values()}
+    assert stored[chunk.page_content] == "Plumbing guide > Shutting off water"
+    assert stored[plain.page_content] == ""
+    hits = retriever.index.search("plumbing shutting", 2)
+    assert hits and hits[0].text == chunk.page_content
+    retriever.close()
