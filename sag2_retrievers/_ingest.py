@@ -5,11 +5,13 @@ from __future__ import annotations
 import multiprocessing
 import os
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
 
+from ._postings import UnitPostings, count_postings, merged_postings
 from ._schema import IndexSettings
 from .documents import Document, chunk_spans, validated_batch
 from .markdown import find_headings, unit_heading
@@ -46,10 +48,12 @@ class PreparedDocument:
 
 @dataclass(frozen=True)
 class PreparedBatch:
-    """A batch's prepared documents (in order) and its units' body document frequencies."""
+    """A batch's prepared documents (in order), its units' body document frequencies and
+    their postings (units numbered in document order)."""
 
     documents: list[PreparedDocument]
     body_df: Counter[str]
+    postings: UnitPostings
 
 
 def start_preparing(
@@ -121,20 +125,22 @@ def _merged(slices: list[PreparedBatch]) -> PreparedBatch:
     body_df: Counter[str] = Counter()
     for part in slices:
         body_df.update(part.body_df)
-    return PreparedBatch([item for part in slices for item in part.documents], body_df)
+    documents = [item for part in slices for item in part.documents]
+    return PreparedBatch(documents, body_df, merged_postings([p.postings for p in slices]))
 
 
 def _prepare_many(
     texts: Sequence[tuple[str, str, str]], chunk_chars: int, profile: Profile
 ) -> PreparedBatch:
-    """Prepare a slice of (title, heading, text) triples and count its units' distinct body
-    tokens (runs in a worker process, so the writer only adds the counts up)."""
+    """Prepare a slice of (title, heading, text) triples, count its units' distinct body
+    tokens and their postings (in a worker process, so the writer only adds them up)."""
     documents = [_prepare_one(*triple, chunk_chars, profile) for triple in texts]
+    units = [unit for document in documents for unit in document.units]
     body_df: Counter[str] = Counter()
-    for document in documents:
-        for unit in document.units:
-            body_df.update(set(unit.body_tokens.split()))
-    return PreparedBatch(documents, body_df)
+    for unit in units:
+        body_df.update(set(unit.body_tokens.split()))
+    postings = count_postings((u.title_tokens, u.heading_tokens, u.body_tokens) for u in units)
+    return PreparedBatch(documents, body_df, postings)
 
 
 def worker_count() -> int:
@@ -194,12 +200,31 @@ def _prepare_one(
                 span.end,
                 path,
                 title_tokens,
-                " ".join(tokenize(path, profile=profile)),
+                heading_token_text(path, profile),
                 " ".join(analysis.tokens),
                 expansion,
             )
         )
     return PreparedDocument(tuple(units))
+
+
+def heading_token_text(path: str, profile: Profile) -> str:
+    """A unit's heading path as the FTS5 heading field's token text."""
+    return " ".join(tokenize(path, profile=profile))
+
+
+def unit_token_texts(title: str, path: str, body: str, profile: Profile) -> tuple[str, str, str]:
+    """A unit's (title, heading, body) token texts, exactly as ingest writes them to FTS5."""
+    return (
+        " ".join(tokenize(title, profile=profile)),
+        heading_token_text(path, profile),
+        " ".join(analyze_body(body, profile).tokens),
+    )
+
+
+def token_checksum(title: str, heading: str, body: str) -> int:
+    """A checksum of a unit's token texts, stored at ingest to verify re-analysis later."""
+    return zlib.crc32("\x1f".join((title, heading, body)).encode("utf-8"))
 
 
 def parse_expansion(stored: str) -> list[list[str]]:

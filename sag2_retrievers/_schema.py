@@ -17,7 +17,7 @@ from .text import (
     STOPWORDS,
 )
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
@@ -37,14 +37,17 @@ BASE_TABLES = (
         heading TEXT NOT NULL,
         char_start INTEGER NOT NULL,
         char_end INTEGER NOT NULL,
-        expansion TEXT NOT NULL)""",
+        expansion TEXT NOT NULL,
+        token_crc INTEGER NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
     """CREATE TABLE IF NOT EXISTS body_df(
         term TEXT PRIMARY KEY,
         df INTEGER NOT NULL) WITHOUT ROWID""",
 )
+# Contentless: the token text is not kept (a delete re-analyses the stored text, checked
+# against token_crc), so the file holds the text once plus the index.
 FTS_TABLE_SQL = """CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-        title, heading, body, tokenize = "{}")"""
+        title, heading, body, content = '', tokenize = "{}")"""
 SAG2_FTS_TABLE_SQL = FTS_TABLE_SQL.format(SAG2_FTS_TOKENIZER)
 PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
 
@@ -52,15 +55,10 @@ BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 SEARCH_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-UNIT_TOKENS_SQL = """
-    SELECT rowid, title, heading, body FROM units_fts
-    WHERE rowid IN (SELECT value FROM json_each(?))"""
 VOCABULARY_SQL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.units_vocab USING fts5vocab(main, units_fts, row)"
 )
 TOKEN_TOTAL_SQL = "SELECT coalesce(sum(cnt), 0) FROM temp.units_vocab"
-TOKEN_ROWS_SQL = """
-    SELECT term, doc FROM temp.units_vocab WHERE term IN (SELECT value FROM json_each(?))"""
 SEARCH_FILTERED_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid
@@ -97,7 +95,6 @@ ADD_DF_SQL = """
     ON CONFLICT(term) DO UPDATE SET df = df + excluded.df"""
 SUBTRACT_DF_SQL = "UPDATE body_df SET df = df - ? WHERE term = ?"
 PRUNE_DF_SQL = "DELETE FROM body_df WHERE df <= 0"
-BODIES_SQL = "SELECT body FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
 UNITS_SQL = """
     SELECT units.unit_id, units.doc_id, documents.title, units.heading,
            units.char_start, units.char_end
@@ -112,10 +109,17 @@ FILTERED_UNIT_IDS_SQL = """
     WHERE {conditions}"""
 INSERT_DOCUMENT_SQL = "INSERT INTO documents(doc_id, title, text, metadata) VALUES (?, ?, ?, ?)"
 INSERT_UNIT_SQL = """
-    INSERT INTO units(doc_id, heading, char_start, char_end, expansion) VALUES (?, ?, ?, ?, ?)"""
+    INSERT INTO units(doc_id, heading, char_start, char_end, expansion, token_crc)
+    VALUES (?, ?, ?, ?, ?, ?)"""
 INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
 UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
-DELETE_FTS_SQL = "DELETE FROM units_fts WHERE rowid IN (SELECT value FROM json_each(?))"
+DELETED_UNITS_SQL = """
+    SELECT units.unit_id, documents.title, units.heading, units.char_start, units.char_end,
+           units.token_crc, documents.text
+    FROM units JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units.doc_id IN (SELECT value FROM json_each(?)) ORDER BY units.unit_id"""
+DELETE_FTS_SQL = """
+    INSERT INTO units_fts(units_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)"""
 DELETE_UNITS_SQL = "DELETE FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
 DELETE_DOCS_SQL = "DELETE FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"
 METADATA_SQL = """

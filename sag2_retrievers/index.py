@@ -14,13 +14,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import _postings
 from . import _schema as sql
+from ._array_scores import ArrayScorer, Statistics
 from ._ingest import (
     PreparedBatch,
     PreparedDocument,
     new_executor,
     parse_expansion,
     pipelined_ingest,
+    token_checksum,
+    unit_token_texts,
 )
 from ._schema import IndexSettings, reconcile_settings
 from ._sqlite import connect, json_list, raise_if_full
@@ -28,9 +32,9 @@ from .backend import Filters as Filters  # re-exported: the integrations import 
 from .backend import SearchHit as SearchHit
 from .backend import alias_key, search_hits
 from .backend import query_terms as backend_query_terms
-from .bm25 import row_score
 from .documents import Document, Unit
 from .errors import (
+    IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
 )
@@ -98,6 +102,9 @@ class SQLiteIndex:
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
         self._totals: tuple[str, tuple[int, int]] | None = None
+        self._statistics: Statistics | None = None
+        self._unit_count: tuple[str, int] | None = None
+        self._scorer = ArrayScorer()
         _probe_fts5()
         try:
             self.settings = self._open(settings, create)
@@ -238,10 +245,11 @@ class SQLiteIndex:
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in documents])
             connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
-            return sum(
-                _insert_document(connection, document, item)
-                for document, item in zip(documents, analysed.documents, strict=True)
-            )
+            unit_ids: list[int] = []
+            for document, item in zip(documents, analysed.documents, strict=True):
+                unit_ids.extend(_insert_document(connection, document, item))
+            _postings.write_segment(connection, analysed.postings, unit_ids)
+            return len(unit_ids)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
         """Delete documents and their units by id, in one transaction; returns documents removed."""
@@ -274,21 +282,35 @@ class SQLiteIndex:
             )
         return _Transaction(self._connection(), self._write_lock, self.path)
 
-    @staticmethod
-    def _delete_ids(connection: sqlite3.Connection, doc_ids: list[str]) -> int:
-        """Remove the given documents' FTS rows, units and document rows."""
+    def _delete_ids(self, connection: sqlite3.Connection, doc_ids: list[str]) -> int:
+        """Remove the given documents' FTS rows, postings, df, units and document rows.
+
+        The contentless FTS5 table must be told each row's tokens to forget them: they are
+        re-analysed from the stored text and checked against the checksum taken at ingest.
+        """
         ids_json = json_list(doc_ids, "document id")
-        unit_ids = [row[0] for row in connection.execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids_json,))]
-        _subtract_body_df(connection, unit_ids)
-        connection.execute(sql.DELETE_FTS_SQL, (json_list(unit_ids, "unit id"),))
+        rows = connection.execute(sql.DELETED_UNITS_SQL, (ids_json,)).fetchall()
+        deleted = [_stored_tokens(self.path, row, self.settings.analyzer_profile) for row in rows]
+        body_df: Counter[str] = Counter()
+        for _, _, _, body in deleted:
+            body_df.update(set(body.split()))
+        connection.executemany(sql.SUBTRACT_DF_SQL, ((n, t) for t, n in body_df.items()))
+        connection.execute(sql.PRUNE_DF_SQL)
+        _postings.mark_deleted(connection, [row[0] for row in deleted])
+        connection.executemany(sql.DELETE_FTS_SQL, deleted)
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
 
     # -- reading ---------------------------------------------------------------------------
 
     def unit_count(self) -> int:
-        """N: the number of indexed units."""
-        return int(self._connection().execute(sql.UNIT_COUNT_SQL).fetchone()[0])
+        """N: the number of indexed units (counted once per generation)."""
+        with self.snapshot():
+            generation = self._generation()
+            if self._unit_count is None or self._unit_count[0] != generation:
+                count = int(self._connection().execute(sql.UNIT_COUNT_SQL).fetchone()[0])
+                self._unit_count = (generation, count)
+            return self._unit_count[1]
 
     def document_count(self) -> int:
         """The number of stored source documents."""
@@ -318,6 +340,9 @@ class SQLiteIndex:
         expression = or_expression(terms)
         if not expression or limit == 0:
             return []
+        if conditions == NO_FILTER:
+            with self.snapshot():
+                return self._scorer.search(self._connection(), self._stats(), terms, limit)
         if conditions != NO_FILTER:
             statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
             params: tuple[Any, ...] = (expression, *values, limit)
@@ -332,33 +357,18 @@ class SQLiteIndex:
         phrases = [term for term in dict.fromkeys(terms) if term]
         if not phrases or not unit_ids:
             return {}
-        # FTS5 would score every row matching the terms; computing bm25 for the few rows asked
-        # takes their stored tokens, the terms' match counts and the token total instead.
         with self.snapshot():
-            rows, tokens = self._fts_totals()
-            avgdl = tokens / rows
-            matching = self._matching_rows(phrases)
-            stored = self._connection().execute(
-                sql.UNIT_TOKENS_SQL, (json_list(sorted(unit_ids), "unit ids"),)
-            )
-            scores = {
-                int(rowid): row_score(
-                    (title.split(), heading.split(), body.split()), phrases, matching, rows, avgdl
-                )
-                for rowid, title, heading, body in stored
-            }
-        return {unit_id: score for unit_id, score in scores.items() if score is not None}
+            connection = self._connection()
+            return self._scorer.score_units(connection, self._stats(), phrases, unit_ids)
 
-    def _matching_rows(self, phrases: Sequence[str]) -> dict[str, int]:
-        """Rows matching each term in any field: tokens from FTS5's vocabulary (a lookup),
-        multiword phrases by an FTS5 match count."""
-        tokens = [phrase for phrase in phrases if " " not in phrase]
-        matching = dict.fromkeys(tokens, 0)
-        vocabulary = self._vocabulary()
-        rows = vocabulary.execute(sql.TOKEN_ROWS_SQL, (json_list(tokens, "term"),))
-        matching.update((term, int(count)) for term, count in rows)
-        matching.update(self.document_frequencies_any(p for p in phrases if " " in p))
-        return matching
+    def _stats(self) -> Statistics:
+        """N, avgdl and every unit's |D| at this generation (read once per generation)."""
+        generation = self._generation()
+        if self._statistics is None or self._statistics.generation != generation:
+            rows, tokens = self._fts_totals()
+            lengths = _postings.unit_lengths(self._connection())
+            self._statistics = Statistics(generation, rows, tokens / max(rows, 1), lengths)
+        return self._statistics
 
     def _fts_totals(self) -> tuple[int, int]:
         """FTS5's row count and its tokens over all rows and columns, recounted only after a
@@ -395,15 +405,21 @@ class SQLiteIndex:
         check_limit(limit)
         terms = list(dict.fromkeys(required_terms))
         ranked: dict[str, list[int]] = {term: [] for term in terms}
-        scoring = " OR ".join(quote_term(term) for term in scoring_terms if term)
+        scoring_terms = [term for term in scoring_terms if term]
+        scoring = " OR ".join(quote_term(term) for term in scoring_terms)
         if not terms or not scoring or limit == 0:
             return ranked
         statement = sql.MEMBERS_SQL
         conditions, values = filter_sql(filters)
         if conditions != NO_FILTER:
             statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
-        excluded = json_list(sorted(exclude), "excluded unit ids")
         connection = self._connection()
+        if conditions == NO_FILTER:
+            with self.snapshot():
+                return self._scorer.expand(
+                    connection, self._stats(), terms, scoring_terms, exclude, limit
+                )
+        excluded = json_list(sorted(exclude), "excluded unit ids")
         with self.snapshot():
             for start in range(0, len(terms), _COMPOUND_LIMIT):
                 chunk = terms[start : start + _COMPOUND_LIMIT]
@@ -655,6 +671,8 @@ def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> N
     """Create a new file's tables; units_fts gets the analyzer profile's FTS5 tokenizer."""
     for statement in sql.BASE_TABLES:
         connection.execute(statement)
+    for statement in _postings.TABLES:
+        connection.execute(statement)
     if settings.analyzer_profile == "paper":
         connection.execute(sql.PAPER_FTS_TABLE_SQL)
     else:
@@ -679,33 +697,47 @@ def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
 
 def _insert_document(
     connection: sqlite3.Connection, document: Document, item: PreparedDocument
-) -> int:
-    """Write one prepared document and its units; returns the number of units."""
+) -> list[int]:
+    """Write one prepared document and its units; returns the units' new ids in order."""
     connection.execute(
         sql.INSERT_DOCUMENT_SQL,
         (document.id, document.title, document.text, document.metadata_json),
     )
+    unit_ids: list[int] = []
     for unit in item.units:
         cursor = connection.execute(
             sql.INSERT_UNIT_SQL,
-            (document.id, unit.heading, unit.char_start, unit.char_end, unit.expansion),
+            (
+                document.id,
+                unit.heading,
+                unit.char_start,
+                unit.char_end,
+                unit.expansion,
+                token_checksum(unit.title_tokens, unit.heading_tokens, unit.body_tokens),
+            ),
         )
         connection.execute(
             sql.INSERT_FTS_SQL,
             (cursor.lastrowid, unit.title_tokens, unit.heading_tokens, unit.body_tokens),
         )
-    return len(item.units)
+        unit_ids.append(int(cursor.lastrowid or 0))
+    return unit_ids
 
 
-def _subtract_body_df(connection: sqlite3.Connection, unit_ids: list[int]) -> None:
-    """Remove deleted units' distinct body tokens from the df table."""
-    if not unit_ids:
-        return
-    counts: Counter[str] = Counter()
-    for (body,) in connection.execute(sql.BODIES_SQL, (json_list(unit_ids, "unit id"),)):
-        counts.update(set(body.split()))
-    connection.executemany(sql.SUBTRACT_DF_SQL, ((n, term) for term, n in counts.items()))
-    connection.execute(sql.PRUNE_DF_SQL)
+def _stored_tokens(path: Path, row: tuple[Any, ...], profile: Profile) -> tuple[int, str, str, str]:
+    """A stored unit's FTS5 token texts, analysed again; refuses to go on if they are not
+    the ones indexed (so a delete can never corrupt the FTS5 index)."""
+    unit_id, title, heading, start, end, checksum, text = row
+    title_tokens, heading_tokens, body_tokens = unit_token_texts(
+        title, heading, text[start:end], profile
+    )
+    if token_checksum(title_tokens, heading_tokens, body_tokens) != checksum:
+        raise IndexSettingsMismatchError(
+            f"index {str(path)!r}: unit {unit_id} no longer analyses to the tokens it was "
+            "indexed with (was jieba or the analyzer changed?); nothing was deleted. Rebuild "
+            "the index with this version"
+        )
+    return int(unit_id), title_tokens, heading_tokens, body_tokens
 
 
 def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
