@@ -76,8 +76,12 @@ class UnitPostings:
         return len(self.lengths)
 
 
-def count_postings(columns: Iterable[tuple[str, str, str]]) -> UnitPostings:
-    """Postings of units given as (title, heading, body) token texts, in order."""
+def count_postings(
+    columns: Iterable[tuple[str, str, str]],
+) -> tuple[UnitPostings, Counter[str]]:
+    """Postings of units given as (title, heading, body) token texts, in order, and the
+    number of units holding each body token (body df), counted in the same pass."""
+    body_df: Counter[str] = Counter()
     vocabulary: dict[str, int] = {}
     term_ids: list[int] = []
     positions: list[int] = []
@@ -86,6 +90,7 @@ def count_postings(columns: Iterable[tuple[str, str, str]]) -> UnitPostings:
     for position, (title, heading, body) in enumerate(columns):
         fields = title.split(), heading.split(), body.split()
         weighted = Counter(fields[2])
+        body_df.update(weighted.keys())
         for token in (*fields[0], *fields[1]):
             weighted[token] += 2
         lengths.append(len(fields[0]) + len(fields[1]) + len(fields[2]))
@@ -93,22 +98,25 @@ def count_postings(columns: Iterable[tuple[str, str, str]]) -> UnitPostings:
             term_ids.append(vocabulary.setdefault(token, len(vocabulary)))
             positions.append(position)
             freqs.append(frequency)
-    return UnitPostings(
+    postings = UnitPostings(
         list(vocabulary), _ints(term_ids), _ints(positions), _ints(freqs), _ints(lengths)
     )
+    return postings, body_df
 
 
 def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
-    """One run from consecutive runs: positions shifted, vocabularies united."""
-    vocabulary: dict[str, int] = {}
-    term_ids, positions, offset = [], [], 0
+    """One run from consecutive runs: positions shifted, vocabularies united (by a sort in
+    numpy rather than one dictionary step per term)."""
+    names = np.array([term for part in parts for term in part.terms], dtype=str)
+    vocabulary, inverse = np.unique(names, return_inverse=True)
+    term_ids, positions, start, offset = [], [], 0, 0
     for part in parts:
-        mapping = _ints([vocabulary.setdefault(term, len(vocabulary)) for term in part.terms])
+        mapping = inverse[start : start + len(part.terms)].astype(np.int64)
         term_ids.append(mapping[part.term_ids] if len(mapping) else part.term_ids)
         positions.append(part.positions + offset)
-        offset += part.unit_count
+        start, offset = start + len(part.terms), offset + part.unit_count
     return UnitPostings(
-        list(vocabulary),
+        vocabulary.tolist(),
         _concatenated(term_ids),
         _concatenated(positions),
         _concatenated([part.freqs for part in parts]),
