@@ -15,17 +15,19 @@ from ._postings import UnitPostings, count_postings, merged_postings
 from ._schema import IndexSettings
 from .documents import Document, chunk_spans, validated_batch
 from .markdown import find_headings, unit_heading
-from .text import Profile, analyze_body, tokenize
+from .text import Profile, body_tokens, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0
-SENTENCE_SEPARATOR = "\n"
-TERM_SEPARATOR = "\t"
 
 
 @dataclass(frozen=True)
 class PreparedUnit:
-    """One unit ready to write: offsets, heading path, FTS token streams, expansion units."""
+    """One unit ready to write: offsets, heading path and FTS token streams.
+
+    Expansion units are not among them: they are derived from the unit's text when needed
+    (`backend.sentence_expansion_units`), so the index does not store them.
+    """
 
     char_start: int
     char_end: int
@@ -33,7 +35,6 @@ class PreparedUnit:
     title_tokens: str
     heading_tokens: str
     body_tokens: str
-    expansion: str
 
 
 @dataclass(frozen=True)
@@ -190,10 +191,6 @@ def _prepare_one(
     headings = find_headings(text)
     units = []
     for span in chunk_spans(text, chunk_chars):
-        analysis = analyze_body(text[span.start : span.end], profile)
-        expansion = SENTENCE_SEPARATOR.join(
-            TERM_SEPARATOR.join(sentence) for sentence in analysis.sentences
-        )
         path = unit_heading(heading, headings, span.start, span.end)
         units.append(
             PreparedUnit(
@@ -202,8 +199,7 @@ def _prepare_one(
                 path,
                 title_tokens,
                 heading_token_text(path, profile),
-                " ".join(analysis.tokens),
-                expansion,
+                " ".join(body_tokens(text[span.start : span.end], profile)),
             )
         )
     return PreparedDocument(tuple(units))
@@ -219,20 +215,10 @@ def unit_token_texts(title: str, path: str, body: str, profile: Profile) -> tupl
     return (
         " ".join(tokenize(title, profile=profile)),
         heading_token_text(path, profile),
-        " ".join(analyze_body(body, profile).tokens),
+        " ".join(body_tokens(body, profile)),
     )
 
 
 def token_checksum(title: str, heading: str, body: str) -> int:
     """A checksum of a unit's token texts, stored at ingest to verify re-analysis later."""
     return zlib.crc32("\x1f".join((title, heading, body)).encode("utf-8"))
-
-
-def parse_expansion(stored: str) -> list[list[str]]:
-    """Read a unit's stored expansion units back: one list of terms per sentence."""
-    if not stored:
-        return []
-    return [
-        [term for term in sentence.split(TERM_SEPARATOR) if term]
-        for sentence in stored.split(SENTENCE_SEPARATOR)
-    ]

@@ -36,7 +36,6 @@ CREATE_SCHEMA = (
         heading text NOT NULL,
         char_start integer NOT NULL,
         char_end integer NOT NULL,
-        expansion text NOT NULL,
         title_tokens text[] NOT NULL,
         heading_tokens text[] NOT NULL,
         body_tokens text[] NOT NULL,
@@ -74,7 +73,7 @@ RESERVE_UNIT_IDS = """
 COPY_DOCUMENTS = (
     "COPY {s}.documents(doc_id, title, text, metadata, title_phrase, alias_key) FROM STDIN"
 )
-COPY_UNITS = """COPY {s}.units(unit_id, doc_id, heading, char_start, char_end, expansion,
+COPY_UNITS = """COPY {s}.units(unit_id, doc_id, heading, char_start, char_end,
     title_tokens, heading_tokens, body_tokens, length) FROM STDIN"""
 COPY_POSTINGS = "COPY {s}.postings(term, unit_id, tf_title, tf_heading, tf_body, length) FROM STDIN"
 ADD_DF = """
@@ -99,7 +98,6 @@ UNITS = """
            substr(d.text, u.char_start + 1, u.char_end - u.char_start)
     FROM {s}.units u JOIN {s}.documents d ON d.doc_id = u.doc_id
     WHERE u.unit_id = ANY(%s)"""
-EXPANSION = "SELECT unit_id, expansion FROM {s}.units WHERE unit_id = ANY(%s)"
 UNITS_OF_DOCUMENTS = "SELECT unit_id FROM {s}.units WHERE doc_id = ANY(%s)"
 FILTERED_UNITS = """
     SELECT u.unit_id FROM {s}.units u JOIN {s}.documents d ON d.doc_id = u.doc_id

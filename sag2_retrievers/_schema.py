@@ -17,7 +17,7 @@ from .text import (
     STOPWORDS,
 )
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "3"  # 3: postings segments, contentless FTS5, no stored expansion
 BM25_WEIGHTS = (2.0, 2.0, 1.0)
 # How units get their heading field (markdown.py); files built before it have empty headings.
 HEADING_RULE = "markdown-atx-1"
@@ -37,7 +37,6 @@ BASE_TABLES = (
         heading TEXT NOT NULL,
         char_start INTEGER NOT NULL,
         char_end INTEGER NOT NULL,
-        expansion TEXT NOT NULL,
         token_crc INTEGER NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS units_by_doc ON units(doc_id)",
     """CREATE TABLE IF NOT EXISTS body_df(
@@ -102,15 +101,13 @@ UNITS_SQL = """
     WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
 DOCUMENT_TEXTS_SQL = """
     SELECT doc_id, text FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
-EXPANSION_SQL = """
-    SELECT unit_id, expansion FROM units WHERE unit_id IN (SELECT value FROM json_each(?))"""
 FILTERED_UNIT_IDS_SQL = """
     SELECT units.unit_id FROM units JOIN documents ON documents.doc_id = units.doc_id
     WHERE {conditions}"""
 INSERT_DOCUMENT_SQL = "INSERT INTO documents(doc_id, title, text, metadata) VALUES (?, ?, ?, ?)"
 INSERT_UNIT_SQL = """
-    INSERT INTO units(doc_id, heading, char_start, char_end, expansion, token_crc)
-    VALUES (?, ?, ?, ?, ?, ?)"""
+    INSERT INTO units(doc_id, heading, char_start, char_end, token_crc)
+    VALUES (?, ?, ?, ?, ?)"""
 INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
 UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
 DELETED_UNITS_SQL = """

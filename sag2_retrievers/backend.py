@@ -24,7 +24,7 @@ from ._schema import IndexSettings
 from .documents import Document, Unit
 from .filters import FilterExpr
 from .questions import analysed_question, check_limit
-from .text import Profile, distinct_tokens, fold_accents, name_runs, tokenize
+from .text import Profile, analyze_body, distinct_tokens, fold_accents, name_runs, tokenize
 
 # The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
 # or a parsed expression (`filters.py`); each backend compiles it itself.
@@ -109,7 +109,8 @@ class LexicalBackend(Protocol):
         ...
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
-        """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
+        """Per unit, its sentences' expansion units (names as phrases, then tokens), derived
+        from its text by `sentence_expansion_units` (missing ids are absent)."""
         ...
 
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
@@ -204,6 +205,20 @@ def search_hits(
         for unit_id, score in ranked
         if (unit := units.get(unit_id)) is not None
     ]
+
+
+def sentence_expansion_units(
+    units: Mapping[int, Unit], profile: Profile
+) -> dict[int, list[list[str]]]:
+    """Per unit, its sentences' expansion units, analysed from its text exactly as at ingest.
+
+    A unit's body is the very slice of its document that ingest analysed, so deriving them
+    here gives what storing them would, and keeps them out of the index (issue 10).
+    """
+    return {
+        unit_id: [list(sentence) for sentence in analyze_body(unit.body, profile).sentences]
+        for unit_id, unit in units.items()
+    }
 
 
 def alias_key(term: str, profile: Profile = "sag2") -> str:

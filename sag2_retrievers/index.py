@@ -21,7 +21,6 @@ from ._ingest import (
     PreparedBatch,
     PreparedDocument,
     new_executor,
-    parse_expansion,
     pipelined_ingest,
     token_checksum,
     unit_token_texts,
@@ -30,7 +29,7 @@ from ._schema import IndexSettings, reconcile_settings
 from ._sqlite import connect, json_list, raise_if_full
 from .backend import Filters as Filters  # re-exported: the integrations import it from here
 from .backend import SearchHit as SearchHit
-from .backend import alias_key, search_hits
+from .backend import alias_key, search_hits, sentence_expansion_units
 from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import (
@@ -479,9 +478,9 @@ class SQLiteIndex:
             return self._unit_rows(row[0] for row in rows)
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
-        """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._connection().execute(sql.EXPANSION_SQL, (json_list(unit_ids, "unit id"),))
-        return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
+        """Per unit, its sentences' expansion units (names as phrases, then tokens), analysed
+        from its text (missing ids are absent)."""
+        return sentence_expansion_units(self.units(unit_ids), self.settings.analyzer_profile)
 
     def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """Fetch units, cutting their text from each source document read once (one snapshot)."""
@@ -712,7 +711,6 @@ def _insert_document(
                 unit.heading,
                 unit.char_start,
                 unit.char_end,
-                unit.expansion,
                 token_checksum(unit.title_tokens, unit.heading_tokens, unit.body_tokens),
             ),
         )

@@ -17,10 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import _pg_sql as pg
-from ._ingest import PreparedBatch, PreparedUnit, new_executor, parse_expansion, pipelined_ingest
+from ._ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
 from ._pg_filters import compile_postgres
 from ._schema import IndexSettings, reconcile_settings
-from .backend import Filters, SearchHit, alias_key, search_hits
+from .backend import Filters, SearchHit, alias_key, search_hits, sentence_expansion_units
 from .backend import query_terms as backend_query_terms
 from .documents import Document, Unit
 from .errors import IndexUnavailableError, InvalidInputError
@@ -220,7 +220,6 @@ class PostgresIndex:
                         "",
                         unit.char_start,
                         unit.char_end,
-                        unit.expansion,
                         *columns,
                         length,
                     )
@@ -436,9 +435,9 @@ class PostgresIndex:
         }
 
     def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
-        """Per unit, its sentences' stored expansion units (names as phrases, then tokens)."""
-        rows = self._fetch(self._sql(pg.EXPANSION), ([int(u) for u in unit_ids],))
-        return {int(unit_id): parse_expansion(stored) for unit_id, stored in rows}
+        """Per unit, its sentences' expansion units (names as phrases, then tokens), analysed
+        from its text (missing ids are absent)."""
+        return sentence_expansion_units(self.units(unit_ids), self.settings.analyzer_profile)
 
     def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """The stored metadata of these documents, keyed by id."""

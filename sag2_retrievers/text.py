@@ -345,7 +345,7 @@ def name_runs(sentence: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[i
 
 @dataclass(frozen=True)
 class UnitAnalysis:
-    """What indexing and term selection need from one unit's body, computed once at ingest.
+    """What indexing and term selection need from one unit's body.
 
     ``tokens`` is the body's token stream (for FTS5). ``sentences`` holds, per sentence, its
     expansion units: each name phrase once (its tokens joined by spaces) and the remaining
@@ -362,18 +362,34 @@ def analyze_body(body: str, profile: Profile = DEFAULT_PROFILE) -> UnitAnalysis:
     "sag2" builds the token stream sentence by sentence; "paper" tokenises the body in one
     pass (jieba then sees Han text across sentence breaks).
     """
+    return _analysis(body, profile, with_sentences=True)
+
+
+def body_tokens(body: str, profile: Profile = DEFAULT_PROFILE) -> tuple[str, ...]:
+    """``analyze_body(body, profile).tokens`` without the name and sentence work, which only
+    expansion needs (ingest stores tokens; expansion derives its units at query time)."""
+    return _analysis(body, profile, with_sentences=False).tokens
+
+
+def _analysis(body: str, profile: Profile, with_sentences: bool) -> UnitAnalysis:
+    """The body's tokens, and its sentences' expansion units when ``with_sentences``
+    (otherwise none); the token stream is built the same way either way."""
     nfkc = unicodedata.normalize("NFKC", body)
     lowered = nfkc.lower()
     if len(lowered) != len(nfkc):
         lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
+    if profile == "paper" and not with_sentences:
+        return UnitAnalysis(tuple(tokenize_normalized(lowered, profile=profile)), ())
     latin_only = is_latin_only(lowered)
-    runs = name_runs(nfkc, profile)
+    runs = name_runs(nfkc, profile) if with_sentences else []
     tokens: list[str] = []
     sentences: list[tuple[str, ...]] = []
     next_run = 0
     for start, end in split_sentences(nfkc):
         sentence_tokens = tokenize_normalized(lowered[start:end], latin_only, profile=profile)
         tokens.extend(sentence_tokens)
+        if not with_sentences:
+            continue
         names = []
         while next_run < len(runs) and runs[next_run][0] < end:
             run_start, run_end = runs[next_run]

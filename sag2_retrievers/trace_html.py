@@ -80,12 +80,12 @@ def write_trace_html(
 def trace_page(
     result: RetrievalResult, index: LexicalBackend, gold: Collection[str] = (), judge: str = ""
 ) -> TracePage:
-    """Read from the index the units and stored terms every round of the result names."""
+    """Read from the index the units every round of the result names, and their terms."""
     unit_ids = {u for trace in result.trace for u in (*trace.pool, *trace.new_candidates)}
     unit_ids.update(hit.unit_id for hit in result.units)
     units = index.units(unit_ids)
-    stored = index.expansion_units(list(units))
-    unit_terms = {u: {t for sentence in stored.get(u, []) for t in sentence} for u in units}
+    sentences = index.expansion_units(list(units))
+    unit_terms = {u: {t for sentence in sentences.get(u, []) for t in sentence} for u in units}
     gold_set = set(gold)
     gold_units = frozenset(
         u

@@ -14,6 +14,7 @@ import pytest
 
 from sag2_retrievers import Document, SQLiteIndex
 from sag2_retrievers._schema import SEARCH_SQL
+from sag2_retrievers.errors import IndexSettingsMismatchError
 from sag2_retrievers.fts import or_expression, quote_term
 
 EVERYONE = {"corpus": "all"}
@@ -119,3 +120,20 @@ def test_a_term_in_no_unit_scores_nothing(scored_index: SQLiteIndex) -> None:
         assert scored_index.rank_expression(["zzqxv"], 10) == []
         assert scored_index.expand(["zzqxv"], ["zzqxv"], set(), 5) == {"zzqxv": []}
         assert scored_index.score_units(["zzqxv"], {1, 2}) == {}
+
+
+def test_a_delete_that_would_corrupt_fts5_is_refused_and_changes_nothing(
+    scored_index: SQLiteIndex,
+) -> None:
+    """A unit whose text no longer analyses to its indexed tokens (another jieba, say) stops
+    the delete before anything is written: the contentless FTS5 table stays consistent."""
+    with scored_index:
+        terms = scored_index.query_terms("Rosary Basilica Lourdes")
+        before = scored_index.rank_expression(terms, 50)
+        with sqlite3.connect(scored_index.path) as connection:
+            connection.execute("UPDATE units SET token_crc = token_crc + 1 WHERE doc_id = 'x0'")
+        with pytest.raises(IndexSettingsMismatchError, match="nothing was deleted"):
+            scored_index.delete(["x0"])
+        assert scored_index.document("x0") is not None
+        assert scored_index.rank_expression(terms, 50) == before
+        _assert_same_as_fts5(scored_index)

@@ -8,24 +8,27 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Document, LexicalBackend, SQLiteIndex
+from sag2_retrievers import Document, IndexSettings, LexicalBackend, SQLiteIndex
 from sag2_retrievers._ingest import start_preparing
 from sag2_retrievers.backend import query_terms
-from sag2_retrievers.text import tokenize
+from sag2_retrievers.text import PROFILES, Profile, analyze_body, tokenize
 
-BackendFactory = Callable[[pytest.FixtureRequest, Path], LexicalBackend]
+BackendFactory = Callable[[pytest.FixtureRequest, Path, IndexSettings | None], LexicalBackend]
 
 
-def _postgres(request: pytest.FixtureRequest, folder: Path) -> LexicalBackend:
+def _postgres(
+    request: pytest.FixtureRequest, folder: Path, settings: IndexSettings | None
+) -> LexicalBackend:
     """A PostgresIndex in a fresh schema of the session's real server."""
     from sag2_retrievers.postgres import PostgresIndex
 
     server = request.getfixturevalue("postgres_server")
-    return PostgresIndex(server.dsn, schema=request.getfixturevalue("postgres_schema"))
+    schema = request.getfixturevalue("postgres_schema")
+    return PostgresIndex(server.dsn, settings, schema=schema)
 
 
 BACKENDS: dict[str, BackendFactory] = {
-    "sqlite": lambda request, folder: SQLiteIndex(folder / "contract.db"),
+    "sqlite": lambda request, folder, settings: SQLiteIndex(folder / "contract.db", settings),
     "postgres": _postgres,
 }
 ALL = 1_000
@@ -49,7 +52,7 @@ def load(backend: LexicalBackend, documents: Sequence[Document]) -> int:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LexicalBackend]:
-    instance = BACKENDS[request.param](request, tmp_path)
+    instance = BACKENDS[request.param](request, tmp_path, None)
     load(instance, CORPUS)
     yield instance
     close = getattr(instance, "close", None)
@@ -173,6 +176,42 @@ def test_units_expansion_units_and_metadata_by_id(backend: LexicalBackend) -> No
     sentences = backend.expansion_units([ids["d2"]])[ids["d2"]]
     assert "potter" in {term for sentence in sentences for term in sentence}
     assert backend.metadata(["d1", "missing"]) == {"d1": {"region": "south"}}
+
+
+# Several sentences with names, cut into several units (chunk_chars 60).
+NAMED_TEXT = (
+    "Marie Curie moved to Paris in 1891. She met Pierre Curie at the Sorbonne.\n"
+    "Their daughter Irène Joliot-Curie won the Nobel Prize. Kim Jong-un never saw "
+    "the U.S. Army museum, nor did J. R. R. Tolkien."
+)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_expansion_units_are_the_ingest_analysis_of_each_unit_text(
+    request: pytest.FixtureRequest, tmp_path: Path, name: str, profile: Profile
+) -> None:
+    """Derived at query time, they equal `analyze_body` of the slice ingest analysed."""
+    settings = IndexSettings(chunk_chars=60, analyzer_profile=profile)
+    backend = BACKENDS[name](request, tmp_path, settings)
+    try:
+        load(backend, [Document("named", NAMED_TEXT, "Curie")])
+        units = backend.units(range(1, 100))
+        expected = {
+            unit_id: [
+                list(sentence)
+                for sentence in analyze_body(
+                    NAMED_TEXT[unit.char_start : unit.char_end], profile
+                ).sentences
+            ]
+            for unit_id, unit in units.items()
+        }
+        derived = backend.expansion_units([*units, 999])
+    finally:
+        getattr(backend, "close", lambda: None)()
+    assert len(units) >= 3 and derived == expected
+    terms = {term for sentences in derived.values() for sentence in sentences for term in sentence}
+    assert {"marie curie", "nobel prize"} <= terms
 
 
 def test_title_lookups_are_answered_for_the_keys_asked(backend: LexicalBackend) -> None:

@@ -222,6 +222,24 @@ def test_reopening_with_a_different_chunk_size_raises(index_path: Path) -> None:
         SQLiteIndex(index_path, IndexSettings(chunk_chars=600))
 
 
+def test_a_file_of_an_older_schema_version_is_refused_with_a_rebuild_message(
+    index_path: Path,
+) -> None:
+    """A version-2 file stores expansion units per unit; it must be rebuilt, not misread."""
+    SQLiteIndex(index_path).close()
+    with sqlite3.connect(index_path) as connection:
+        connection.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(IndexSettingsMismatchError, match=r"schema_version: stored '2'.*rebuild"):
+        SQLiteIndex(index_path)
+
+
+def test_units_table_stores_no_expansion_column(tiny_index: SQLiteIndex) -> None:
+    """Expansion units are derived from the unit's text, so the file does not hold them."""
+    with sqlite3.connect(tiny_index.path) as connection:
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(units)")]
+    assert columns == ["unit_id", "doc_id", "heading", "char_start", "char_end", "token_crc"]
+
+
 def test_sqlite_file_of_another_application_raises_and_is_left_alone(index_path: Path) -> None:
     with sqlite3.connect(index_path) as connection:
         connection.execute("CREATE TABLE invoices(id INTEGER PRIMARY KEY)")

@@ -134,6 +134,33 @@ def test_reopen_checks_settings(postgres_server, postgres_schema: str) -> None: 
         PostgresIndex(postgres_server.dsn, IndexSettings(chunk_chars=2200), schema=postgres_schema)
 
 
+def test_an_older_schema_version_is_refused_with_a_rebuild_message(  # type: ignore[no-untyped-def]
+    postgres_server, postgres_schema: str
+) -> None:
+    """A version-2 schema stores expansion units per unit; it must be rebuilt, not misread."""
+    PostgresIndex(postgres_server.dsn, schema=postgres_schema).close()
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as connection:
+        connection.execute(
+            f'UPDATE "{postgres_schema}".meta SET value = %s WHERE key = %s',
+            ("2", "schema_version"),
+        )
+    with pytest.raises(IndexSettingsMismatchError, match=r"schema_version: stored '2'.*rebuild"):
+        PostgresIndex(postgres_server.dsn, schema=postgres_schema)
+
+
+def test_units_table_stores_no_expansion_column(pair, postgres_server) -> None:  # type: ignore[no-untyped-def]
+    """Expansion units are derived from the unit's text, so the schema does not hold them."""
+    _, pg = pair
+    with psycopg.connect(postgres_server.dsn) as connection:
+        rows = connection.execute(
+            "SELECT column_name FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = 'units'",
+            (pg.schema,),
+        ).fetchall()
+    columns = {row[0] for row in rows}
+    assert "char_end" in columns and "expansion" not in columns
+
+
 @pytest.mark.parametrize("schema", ["", "Upper", "a;drop", "x" * 64, 'q"'])
 def test_schema_names_are_validated(postgres_server, schema: str) -> None:  # type: ignore[no-untyped-def]
     """The schema name becomes an identifier, so only plain lowercase names are accepted."""

@@ -15,8 +15,11 @@ from hypothesis import strategies as st
 from sag2_retrievers.text import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
+    PROFILES,
     STOPWORDS,
+    Profile,
     analyze_body,
+    body_tokens,
     distinct_tokens,
     fold_accents,
     name_runs,
@@ -290,6 +293,28 @@ def test_each_occurrence_of_a_name_counts_once() -> None:
 def test_body_tokens_are_the_analyzer_tokens_of_the_body() -> None:
     body = "Marie Curie won the ﬁrst prize. She worked in Paris.\nThe U.S. Army came later!"
     assert list(analyze_body(body).tokens) == tokenize(body)
+
+
+# Pieces that exercise sentence breaks, name runs, initials, joiners, Han and other scripts.
+_BODY_PIECES = [
+    "Marie Curie", "won", "the", "Nobel Prize", ". ", "! ", "? ", "\n", " ", "J. R. R.",
+    "U.S.", "Jong-un", "Elmo's", "B-52", "Łódź", "ﬁrst", "中华人民共和国", "北京大学。",
+    "Жан Поль", "1891", "co-creator", "-", "'", "e.g.",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pieces=st.lists(st.sampled_from(_BODY_PIECES), max_size=30),
+    glue=st.sampled_from(["", " ", "\n"]),
+)
+def test_ingest_tokens_are_the_token_stream_of_the_full_analysis(
+    profile: Profile, pieces: list[str], glue: str
+) -> None:
+    """Ingest skips the name work; its tokens must still be exactly `analyze_body`'s."""
+    body = glue.join(pieces)
+    assert body_tokens(body, profile) == analyze_body(body, profile).tokens
 
 
 def test_initials_name_becomes_a_phrase_of_its_tokens() -> None:
