@@ -98,7 +98,7 @@ class ArrayScorer:
     def contributions(
         self, connection: sqlite3.Connection, stats: Statistics, terms: Sequence[str]
     ) -> dict[str, Contribution]:
-        """Per distinct term, (live unit ids ascending, c(term) for each)."""
+        """Per distinct term, (its live unit ids, c(term) for each)."""
         with self._lock:
             if self._generation != stats.generation:
                 self._generation, self._cache, self._cached = stats.generation, OrderedDict(), 0
@@ -134,7 +134,7 @@ class ArrayScorer:
         """Scores of the OR of ``phrases`` for every unit id (phrase order kept), and which
         units match any phrase."""
         parts = self.contributions(connection, stats, phrases)
-        size = max([len(stats.lengths), *(int(u[-1]) + 1 for u, _ in parts.values() if len(u))])
+        size = max([len(stats.lengths), *(int(u.max()) + 1 for u, _ in parts.values() if len(u))])
         scores = np.zeros(size, dtype=np.float64)
         touched = np.zeros(size, dtype=bool)
         for phrase in phrases:

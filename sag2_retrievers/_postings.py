@@ -243,7 +243,8 @@ def unit_lengths(connection: sqlite3.Connection) -> Ints:
 def read_postings(
     connection: sqlite3.Connection, tokens: Sequence[str]
 ) -> dict[str, tuple[Ints, Ints]]:
-    """Per token, (unit ids ascending, F) over all segments; dead units included."""
+    """Per token, (unit ids, F) over all segments, dead units included (merged segments
+    make the ids unordered)."""
     wanted: dict[int, set[str]] = {}
     for token in tokens:
         wanted.setdefault(bucket_of(token), set()).add(token)
@@ -255,19 +256,19 @@ def read_postings(
         for name, end in zip(names.split(TERM_SEPARATOR), ends, strict=True):
             if name in wanted[bucket]:
                 units, weights = pieces.setdefault(name, ([], []))
-                span = np.frombuffer(
-                    gaps, dtype=f"<u{gap_size}", count=end - start, offset=gap_size * start
-                )
-                units.append(span.astype(np.int64).cumsum() + base)
-                weight = np.frombuffer(
-                    freqs, dtype=f"<u{freq_size}", count=end - start, offset=freq_size * start
-                )
-                weights.append(weight.astype(np.int64))
+                units.append(decode(gaps, gap_size, start, end).cumsum() + base)
+                weights.append(decode(freqs, freq_size, start, end))
             start = end
     return {
         term: (_concatenated(units), _concatenated(weights))
         for term, (units, weights) in pieces.items()
     }
+
+
+def decode(column: bytes, width: int, start: int, end: int) -> Ints:
+    """Entries ``start`` to ``end`` of an encoded column, as int64."""
+    values = np.frombuffer(column, dtype=f"<u{width}", count=end - start, offset=width * start)
+    return values.astype(np.int64)
 
 
 def _width(values: Ints) -> np.dtype[np.unsignedinteger]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _postings
+from . import _compaction, _postings
 from . import _schema as sql
 from ._array_scores import ArrayScorer, Statistics
 from ._ingest import (
@@ -248,6 +248,7 @@ class SQLiteIndex:
             for document, item in zip(documents, analysed.documents, strict=True):
                 unit_ids.extend(_insert_document(connection, document, item))
             _postings.write_segment(connection, analysed.postings, unit_ids)
+            _compaction.compact(connection)
             return len(unit_ids)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -262,9 +263,11 @@ class SQLiteIndex:
             return self._delete_ids(connection, ids)
 
     def optimize(self) -> None:
-        """Merge FTS5 segments; worthwhile after a large ingest."""
+        """Merge FTS5's segments and the postings segments (dropping deleted units' postings);
+        worthwhile after many small writes or deletes."""
         with self._transaction() as connection:
             connection.execute("INSERT INTO units_fts(units_fts) VALUES ('optimize')")
+            _compaction.optimize(connection)
 
     def _analysis_executor(self) -> Executor:
         """The process pool used for analysis, created on first large batch."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Document, SQLiteIndex
+from sag2_retrievers import Document, SQLiteIndex, _compaction
 from sag2_retrievers._schema import SEARCH_SQL
 from sag2_retrievers.errors import IndexSettingsMismatchError
 from sag2_retrievers.fts import or_expression, quote_term
@@ -137,3 +137,26 @@ def test_a_delete_that_would_corrupt_fts5_is_refused_and_changes_nothing(
         assert scored_index.document("x0") is not None
         assert scored_index.rank_expression(terms, 50) == before
         _assert_same_as_fts5(scored_index)
+
+
+def test_merged_segments_score_as_before_and_drop_deleted_units(
+    tmp_path: Path, musique_passages: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many small writes are merged (here past 4 segments) and optimize() merges the rest;
+    every score stays FTS5's, and a deleted unit's postings are gone from the merged rows."""
+    monkeypatch.setattr(_compaction, "MAX_SEGMENTS", 4)
+    monkeypatch.setattr(_compaction, "FAN_IN", 3)
+    documents = _documents(musique_passages)[:120] + _documents(musique_passages)[-4:]
+    with SQLiteIndex(tmp_path / "merged.db") as index:
+        for start in range(0, len(documents), 10):
+            index.add_documents(documents[start : start + 10], parallel=False)
+        index.delete([f"m{n}" for n in range(0, 120, 4)])
+        with sqlite3.connect(index.path) as connection:
+            assert connection.execute("SELECT count(*) FROM segments").fetchone()[0] <= 5
+        _assert_same_as_fts5(index)
+        index.optimize()
+        with sqlite3.connect(index.path) as connection:
+            segments = connection.execute("SELECT units, lengths FROM segments").fetchall()
+        assert len(segments) <= 3
+        assert all(0 not in memoryview(lengths).cast("I") for _, lengths in segments)
+        _assert_same_as_fts5(index)
