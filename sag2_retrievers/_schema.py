@@ -106,8 +106,12 @@ FILTERED_UNIT_IDS_SQL = """
     WHERE {conditions}"""
 INSERT_DOCUMENT_SQL = "INSERT INTO documents(doc_id, title, text, metadata) VALUES (?, ?, ?, ?)"
 INSERT_UNIT_SQL = """
-    INSERT INTO units(doc_id, heading, char_start, char_end, token_crc)
-    VALUES (?, ?, ?, ?, ?)"""
+    INSERT INTO units(unit_id, doc_id, heading, char_start, char_end, token_crc)
+    VALUES (?, ?, ?, ?, ?, ?)"""
+# The id AUTOINCREMENT would give next, minus one (ids of deleted units are never reused).
+LAST_UNIT_ID_SQL = """
+    SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'units'), 0),
+               coalesce((SELECT max(unit_id) FROM units), 0))"""
 INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
 UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
 DELETED_UNITS_SQL = """

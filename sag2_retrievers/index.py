@@ -20,6 +20,7 @@ from ._array_scores import ArrayScorer, Statistics
 from ._ingest import (
     PreparedBatch,
     PreparedDocument,
+    PreparedUnit,
     new_executor,
     pipelined_ingest,
     token_checksum,
@@ -244,9 +245,7 @@ class SQLiteIndex:
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in documents])
             connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
-            unit_ids: list[int] = []
-            for document, item in zip(documents, analysed.documents, strict=True):
-                unit_ids.extend(_insert_document(connection, document, item))
+            unit_ids = _insert_documents(connection, documents, analysed.documents)
             _postings.write_segment(connection, analysed.postings, unit_ids)
             _compaction.compact(connection)
             return len(unit_ids)
@@ -697,32 +696,48 @@ def _id_collection(ids: Iterable[Any], name: str) -> Iterable[Any]:
     return ids
 
 
-def _insert_document(
-    connection: sqlite3.Connection, document: Document, item: PreparedDocument
+def _insert_documents(
+    connection: sqlite3.Connection,
+    documents: Sequence[Document],
+    prepared: Sequence[PreparedDocument],
 ) -> list[int]:
-    """Write one prepared document and its units; returns the units' new ids in order."""
-    connection.execute(
+    """Write prepared documents and their units (three statements in all); returns the
+    units' new ids in order.
+
+    Ids continue the AUTOINCREMENT sequence one by one, as SQLite would give them, so the
+    FTS5 rows and postings can be written with them in bulk.
+    """
+    connection.executemany(
         sql.INSERT_DOCUMENT_SQL,
-        (document.id, document.title, document.text, document.metadata_json),
+        ((doc.id, doc.title, doc.text, doc.metadata_json) for doc in documents),
     )
-    unit_ids: list[int] = []
-    for unit in item.units:
-        cursor = connection.execute(
-            sql.INSERT_UNIT_SQL,
-            (
-                document.id,
-                unit.heading,
-                unit.char_start,
-                unit.char_end,
-                token_checksum(unit.title_tokens, unit.heading_tokens, unit.body_tokens),
-            ),
-        )
-        connection.execute(
-            sql.INSERT_FTS_SQL,
-            (cursor.lastrowid, unit.title_tokens, unit.heading_tokens, unit.body_tokens),
-        )
-        unit_ids.append(int(cursor.lastrowid or 0))
+    rows = [
+        (document.id, unit)
+        for document, item in zip(documents, prepared, strict=True)
+        for unit in item.units
+    ]
+    first = int(connection.execute(sql.LAST_UNIT_ID_SQL).fetchone()[0]) + 1
+    unit_ids = list(range(first, first + len(rows)))
+    connection.executemany(
+        sql.INSERT_UNIT_SQL,
+        (
+            (unit_id, doc_id, unit.heading, unit.char_start, unit.char_end, _checksum(unit))
+            for unit_id, (doc_id, unit) in zip(unit_ids, rows, strict=True)
+        ),
+    )
+    connection.executemany(
+        sql.INSERT_FTS_SQL,
+        (
+            (unit_id, unit.title_tokens, unit.heading_tokens, unit.body_tokens)
+            for unit_id, (_, unit) in zip(unit_ids, rows, strict=True)
+        ),
+    )
     return unit_ids
+
+
+def _checksum(unit: PreparedUnit) -> int:
+    """The checksum of a prepared unit's token texts."""
+    return token_checksum(unit.title_tokens, unit.heading_tokens, unit.body_tokens)
 
 
 def _stored_tokens(path: Path, row: tuple[Any, ...], profile: Profile) -> tuple[int, str, str, str]:

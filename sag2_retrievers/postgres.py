@@ -217,7 +217,7 @@ class PostgresIndex:
                     (
                         unit_id,
                         doc_id,
-                        "",
+                        unit.heading,
                         unit.char_start,
                         unit.char_end,
                         *columns,

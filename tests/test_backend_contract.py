@@ -178,6 +178,13 @@ def test_units_expansion_units_and_metadata_by_id(backend: LexicalBackend) -> No
     assert backend.metadata(["d1", "missing"]) == {"d1": {"region": "south"}}
 
 
+def test_units_keep_their_markdown_heading_path(backend: LexicalBackend) -> None:
+    text = "# Pottery\n\n## Glazes\n\nAsh glaze on stoneware bowls from the kiln."
+    load(backend, [Document("md", text, "Kiln notes")])
+    unit_id = backend.expand(["stoneware"], ["stoneware"], set(), 5)["stoneware"][0]
+    assert backend.units([unit_id])[unit_id].heading == "Pottery > Glazes"
+
+
 # Several sentences with names, cut into several units (chunk_chars 60).
 NAMED_TEXT = (
     "Marie Curie moved to Paris in 1891. She met Pierre Curie at the Sorbonne.\n"
