@@ -115,6 +115,12 @@ def _live_postings(
     inside = positions < len(ids)
     live = np.zeros(len(all_units), dtype=bool)
     live[inside] = ids[positions[inside]] == all_units[inside]
+    terms = vocabulary.tolist()
     return UnitPostings(
-        vocabulary.tolist(), term_ids[live], positions[live], all_freqs[live], lengths
+        terms,
+        _postings.bucket_array(terms),
+        term_ids[live],
+        positions[live],
+        all_freqs[live],
+        lengths,
     )

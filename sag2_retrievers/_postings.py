@@ -10,9 +10,10 @@ postings but get |D| = 0, which marks them dead for every reader.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import zlib
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -62,9 +63,11 @@ _POSTINGS_SQL = f"""
 
 @dataclass(frozen=True)
 class UnitPostings:
-    """The postings of a run of units, numbered by position in the run (0, 1, ...)."""
+    """The postings of a run of units, numbered by position in the run (0, 1, ...), with
+    each vocabulary term's hash bucket."""
 
     terms: list[str]
+    buckets: Ints
     term_ids: Ints
     positions: Ints
     freqs: Ints
@@ -82,7 +85,7 @@ def count_postings(
     """Postings of units given as (title, heading, body) token texts, in order, and the
     number of units holding each body token (body df), counted in the same pass."""
     body_df: Counter[str] = Counter()
-    vocabulary: dict[str, int] = {}
+    vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
     term_ids: list[int] = []
     positions: list[int] = []
     freqs: list[int] = []
@@ -94,34 +97,40 @@ def count_postings(
         for token in (*fields[0], *fields[1]):
             weighted[token] += 2
         lengths.append(len(fields[0]) + len(fields[1]) + len(fields[2]))
-        for token, frequency in weighted.items():
-            term_ids.append(vocabulary.setdefault(token, len(vocabulary)))
-            positions.append(position)
-            freqs.append(frequency)
+        term_ids.extend(map(vocabulary.__getitem__, weighted))
+        positions.extend(itertools.repeat(position, len(weighted)))
+        freqs.extend(weighted.values())
+    terms = list(vocabulary)
     postings = UnitPostings(
-        list(vocabulary), _ints(term_ids), _ints(positions), _ints(freqs), _ints(lengths)
+        terms, bucket_array(terms), _ints(term_ids), _ints(positions), _ints(freqs), _ints(lengths)
     )
     return postings, body_df
 
 
 def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
-    """One run from consecutive runs: positions shifted, vocabularies united (by a sort in
-    numpy rather than one dictionary step per term)."""
-    names = np.array([term for part in parts for term in part.terms], dtype=str)
-    vocabulary, inverse = np.unique(names, return_inverse=True)
-    term_ids, positions, start, offset = [], [], 0, 0
-    for part in parts:
-        mapping = inverse[start : start + len(part.terms)].astype(np.int64)
+    """One run from consecutive runs: positions shifted, vocabularies united."""
+    vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    mappings = [_ints(list(map(vocabulary.__getitem__, part.terms))) for part in parts]
+    buckets = np.zeros(len(vocabulary), dtype=np.int64)
+    term_ids, positions, offset = [], [], 0
+    for part, mapping in zip(parts, mappings, strict=True):
+        buckets[mapping] = part.buckets
         term_ids.append(mapping[part.term_ids] if len(mapping) else part.term_ids)
         positions.append(part.positions + offset)
-        start, offset = start + len(part.terms), offset + part.unit_count
+        offset += part.unit_count
     return UnitPostings(
-        vocabulary.tolist(),
+        list(vocabulary),
+        buckets,
         _concatenated(term_ids),
         _concatenated(positions),
         _concatenated([part.freqs for part in parts]),
         _concatenated([part.lengths for part in parts]),
     )
+
+
+def bucket_array(terms: Sequence[str]) -> Ints:
+    """Each term's hash bucket, as an array."""
+    return _ints([bucket_of(term) for term in terms])
 
 
 def write_segment(
@@ -132,9 +141,8 @@ def write_segment(
         return
     ids = np.asarray(unit_ids, dtype=np.int64)
     segment = int(connection.execute(_NEXT_SEGMENT_SQL).fetchone()[0])
-    term_buckets = _ints([bucket_of(term) for term in postings.terms])
-    buckets = term_buckets[postings.term_ids] if len(term_buckets) else postings.term_ids
-    order = np.lexsort((postings.positions, postings.term_ids, buckets))
+    buckets = postings.buckets[postings.term_ids] if len(postings.terms) else postings.term_ids
+    order = _bucket_order(postings, buckets)
     terms, units = postings.term_ids[order], ids[postings.positions[order]]
     starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else terms
     base = int(ids.min())
@@ -164,6 +172,15 @@ def write_segment(
         _INSERT_POSTING_SQL,
         _bucket_rows(segment, postings.terms, terms, starts, buckets[order], columns),
     )
+
+
+def _bucket_order(postings: UnitPostings, buckets: Ints) -> Ints:
+    """The postings' order by (bucket, term, position): one sort of a combined key (unique
+    per posting) when it fits in 63 bits, else a three-key sort."""
+    terms, units = max(len(postings.terms), 1), max(postings.unit_count, 1)
+    if BUCKETS * terms * units < 2**62:
+        return np.argsort((buckets * terms + postings.term_ids) * units + postings.positions)
+    return np.lexsort((postings.positions, postings.term_ids, buckets))
 
 
 @dataclass(frozen=True)
