@@ -14,7 +14,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 from pathlib import Path
@@ -110,18 +110,21 @@ def ingest_until_killed(
 
 
 def stall_inside_batch(committed: Connection, stall: int) -> None:
-    """Make the third document insert of batch ``stall`` announce itself and hang."""
-    insert_document = index_module._insert_document
+    """Make batch ``stall`` announce itself and hang once its rows are written, inside its
+    transaction (before the postings and the commit)."""
+    insert_documents = index_module._insert_documents
 
-    def insert_or_hang(connection: sqlite3.Connection, document: Document, item: Any) -> int:
+    def insert_or_hang(
+        connection: sqlite3.Connection, documents: Sequence[Document], items: Any
+    ) -> list[int]:
         """Insert as usual, but hang (after announcing it) inside the chosen batch."""
-        written = insert_document(connection, document, item)
-        if document.id == f"k{stall}-2":
+        written = insert_documents(connection, documents, items)
+        if any(document.id.startswith(f"k{stall}-") for document in documents):
             committed.send(-1)
             time.sleep(JOIN_SECONDS)
         return written
 
-    index_module._insert_document = insert_or_hang
+    index_module._insert_documents = insert_or_hang
 
 
 @pytest.fixture
