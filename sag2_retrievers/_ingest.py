@@ -6,7 +6,7 @@ import multiprocessing
 import os
 import threading
 import zlib
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass
@@ -89,25 +89,39 @@ def pipelined_ingest(
 ) -> int:
     """Validate, analyse and ``write`` batches in order, one transaction each; units written.
 
-    The next batch is analysed (in ``executor``'s workers when worthwhile) while the current
-    one is written. A batch read in full is written even when reading the next one fails, so
-    an interruption keeps every committed batch; ``on_batch`` receives each one's size.
+    With worker processes the next two batches are analysed while one is written (one
+    ahead left the workers idle during each write); without them, one. A batch read in
+    full is written even when reading a later one fails, so an interruption keeps every
+    committed batch; a failed write stops the ingest. ``on_batch`` gets each batch's size.
     """
+    ahead = 1 if executor is None else 2
     units = 0
-    pending: tuple[list[Document], Callable[[], PreparedBatch]] | None = None
+    pending: deque[tuple[list[Document], Callable[[], PreparedBatch]]] = deque()
     try:
         for documents in batches:
             batch = validated_batch(documents)
             if batch:
-                started = (batch, start_preparing(batch, settings, executor))
-                previous, pending = pending, None
-                if previous is not None:
-                    units += _write_prepared(write, *previous, on_batch)
-                pending = started
+                pending.append((batch, start_preparing(batch, settings, executor)))
+            if len(pending) > ahead:
+                units += _write_next(pending, write, on_batch)
     finally:
-        if pending is not None:
-            units += _write_prepared(write, *pending, on_batch)
+        while pending:
+            units += _write_next(pending, write, on_batch)
     return units
+
+
+def _write_next(
+    pending: deque[tuple[list[Document], Callable[[], PreparedBatch]]],
+    write: Callable[[list[Document], PreparedBatch], int],
+    on_batch: Callable[[int], None] | None,
+) -> int:
+    """Write the oldest pending batch; if that fails, drop the rest and re-raise."""
+    batch, prepared = pending.popleft()
+    try:
+        return _write_prepared(write, batch, prepared, on_batch)
+    except BaseException:
+        pending.clear()
+        raise
 
 
 def _write_prepared(
