@@ -76,6 +76,8 @@ def _metadata_json(doc_id: str, metadata: object) -> str:
     """Metadata as JSON text, or an error naming the document and what cannot be stored."""
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"document {doc_id!r}: metadata must be a mapping")
+    if not metadata:
+        return "{}"
     _check_metadata_keys(doc_id, metadata)
     try:
         text = json.dumps(dict(metadata), ensure_ascii=False, allow_nan=False)

@@ -135,6 +135,7 @@ class SQLiteIndex:
         if connection is None:
             connection = connect(self.path, read_only=self.read_only)
             connection.execute("PRAGMA foreign_keys = ON")
+            connection.execute(sql.WAL_CHECKPOINT_SQL)
             self._local.connection = connection
             with self._registry_lock:
                 self._close_finished_threads()
@@ -678,6 +679,7 @@ def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> N
         connection.execute(sql.PAPER_FTS_TABLE_SQL)
     else:
         connection.execute(sql.SAG2_FTS_TABLE_SQL)
+    connection.execute(sql.FTS_AUTOMERGE_SQL)
 
 
 def _writable(path: Path) -> bool:
