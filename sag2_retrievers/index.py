@@ -309,10 +309,12 @@ class SQLiteIndex:
         """N: the number of indexed units (counted once per generation)."""
         with self.snapshot():
             generation = self._generation()
-            if self._unit_count is None or self._unit_count[0] != generation:
+            # Each shared cache is read once: another thread may replace it at any moment.
+            cached = self._unit_count
+            if cached is None or cached[0] != generation:
                 count = int(self._connection().execute(sql.UNIT_COUNT_SQL).fetchone()[0])
-                self._unit_count = (generation, count)
-            return self._unit_count[1]
+                cached = self._unit_count = (generation, count)
+            return cached[1]
 
     def document_count(self) -> int:
         """The number of stored source documents."""
@@ -366,20 +368,24 @@ class SQLiteIndex:
     def _stats(self) -> Statistics:
         """N, avgdl and every unit's |D| at this generation (read once per generation)."""
         generation = self._generation()
-        if self._statistics is None or self._statistics.generation != generation:
+        stats = self._statistics
+        if stats is None or stats.generation != generation:
             rows, tokens = self._fts_totals()
             lengths = _postings.unit_lengths(self._connection())
-            self._statistics = Statistics(generation, rows, tokens / max(rows, 1), lengths)
-        return self._statistics
+            stats = Statistics(generation, rows, tokens / max(rows, 1), lengths)
+            self._statistics = stats
+        return stats
 
     def _fts_totals(self) -> tuple[int, int]:
         """FTS5's row count and its tokens over all rows and columns, recounted only after a
         write (so bm25's N and avgdl cost nothing on later calls)."""
         generation = self._generation()
-        if self._totals is None or self._totals[0] != generation:
+        totals = self._totals
+        if totals is None or totals[0] != generation:
             tokens = int(self._vocabulary().execute(sql.TOKEN_TOTAL_SQL).fetchone()[0])
-            self._totals = (generation, (self.unit_count(), tokens))
-        return self._totals[1]
+            totals = (generation, (self.unit_count(), tokens))
+            self._totals = totals
+        return totals[1]
 
     def _vocabulary(self) -> sqlite3.Connection:
         """This thread's connection, with its own (temporary) FTS5 vocabulary table."""

@@ -8,22 +8,28 @@ method, so they share nothing with the test process but the index file.
 from __future__ import annotations
 
 import itertools
+import linecache
 import multiprocessing
 import signal
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing.connection import Connection
 from multiprocessing.synchronize import Event
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
 
 from sag2_retrievers import Document, RetrievalResult, SAG2Engine, SQLiteIndex
 from sag2_retrievers import index as index_module
+from sag2_retrievers._schema import SEARCH_SQL
+from sag2_retrievers.fts import or_expression
 from sag2_retrievers.judges import OverlapJudge
 
 BATCH_SIZE = 5
@@ -306,6 +312,79 @@ def test_retrieval_survives_an_upsert_between_ranking_and_fetching_units(
     assert [current[unit.unit_id].body for unit in result.units] == [
         unit.text for unit in result.units
     ]
+
+
+@contextmanager
+def commit_before_returning(
+    method: Callable[..., Any], write: Callable[[], None]
+) -> Iterator[None]:
+    """Run ``write`` in another thread, once, when this thread reaches a return statement of
+    ``method``: the window between a per-generation cache's check and its use."""
+    code = method.__code__
+    done: list[bool] = []
+
+    def trace(frame: FrameType, event: str, _: Any) -> Any:
+        """Trace only ``method``'s frames; at its first return line, let the writer run."""
+        if frame.f_code is not code:
+            return None
+        line = linecache.getline(code.co_filename, frame.f_lineno).lstrip()
+        if event == "line" and not done and line.startswith("return"):
+            done.append(True)
+            writer = threading.Thread(target=write)
+            writer.start()
+            writer.join(JOIN_SECONDS)
+        return trace
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
+    assert done, f"{method.__qualname__} never reached a return statement"
+
+
+def fts5_ranking(index: SQLiteIndex, terms: list[str]) -> list[tuple[int, float]]:
+    """FTS5's own ranking for the OR of the terms, in this thread's current snapshot."""
+    rows = index._connection().execute(SEARCH_SQL, (or_expression(terms), 100_000))
+    return [(int(unit_id), float(score)) for unit_id, score in rows]
+
+
+def test_a_ranking_keeps_its_snapshots_statistics_when_a_commit_lands_mid_call(
+    index: SQLiteIndex,
+) -> None:
+    """The cached bm25 statistics were read twice (check, then return): a commit between the
+    two gave a reader the newer generation's N and |D|, and filed its older contributions
+    under the newer generation, so later searches missed the new units."""
+
+    def write_and_rank() -> None:
+        """Commit a second batch holding "batch0", then rank at the new generation."""
+        index.add_documents(batch("n", 0), parallel=False)
+        index.rank_expression(["carved"], 10)
+
+    with index.snapshot():
+        with commit_before_returning(SQLiteIndex._stats, write_and_rank):
+            ranked = index.rank_expression(["batch0"], 100_000)
+        assert ranked == fts5_ranking(index, ["batch0"])
+    assert index.rank_expression(["batch0"], 100_000) == fts5_ranking(index, ["batch0"])
+
+
+def test_unit_count_counts_its_own_snapshot_when_a_commit_lands_mid_call(
+    index: SQLiteIndex,
+) -> None:
+    """unit_count() read its per-generation cache twice, so a commit in between gave a reader
+    the newer generation's count."""
+
+    def write_and_count() -> None:
+        """Commit a batch, then count at the new generation."""
+        index.add_documents(batch("n", 0), parallel=False)
+        index.unit_count()
+
+    with index.snapshot():
+        before = index.unit_count()
+        with commit_before_returning(SQLiteIndex.unit_count, write_and_count):
+            assert index.unit_count() == before
+    assert index.unit_count() == before + BATCH_SIZE
 
 
 # -- a writer killed mid-ingest --------------------------------------------------------------
