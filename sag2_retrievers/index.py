@@ -564,10 +564,12 @@ class SQLiteIndex:
     def _title_catalog(self) -> TitleCatalog:
         """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
         generation = self._generation()
-        if self._catalog is None or self._catalog[0] != generation:
+        catalog = self._catalog
+        if catalog is None or catalog[0] != generation:
             titles = [row[0] for row in self._connection().execute(sql.TITLES_SQL)]
-            self._catalog = (generation, _build_catalog(titles, self.settings.analyzer_profile))
-        return self._catalog[1]
+            catalog = (generation, _build_catalog(titles, self.settings.analyzer_profile))
+            self._catalog = catalog
+        return catalog[1]
 
     def _generation(self) -> str:
         """A counter in meta that every committed write increments."""
