@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import threading
 import zlib
 from collections import Counter, deque
@@ -176,35 +175,26 @@ def new_executor() -> Executor:
 
 
 def watch_parent() -> None:
-    """In a worker: end this process once its parent is gone.
+    """In a worker: start a daemon thread that ends this process once its parent is gone.
 
     A SIGKILLed writer cannot shut its pool down, and its workers, blocked on the task queue
-    (whose write end they inherited), would wait for ever. On POSIX a timer signal checks the
-    parent pid every second in the worker's only thread: a second (watcher) thread in a
-    forked worker left the worker stuck waiting for the interpreter lock, twice in about 25
-    full test runs. Elsewhere (spawned workers, no fork) a daemon thread waits on the
-    parent's sentinel.
+    (whose write end they inherited), would wait for ever.
     """
-    parent_pid = os.getppid()
-    if hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, lambda *_: _exit_if_orphaned(parent_pid))
-        signal.setitimer(signal.ITIMER_REAL, PARENT_CHECK_SECONDS, PARENT_CHECK_SECONDS)
-    else:
-        threading.Thread(target=_exit_with_parent, daemon=True).start()
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 
 
-def _exit_if_orphaned(parent_pid: int) -> None:
-    """Exit at once when this process has been reparented (its parent died)."""
-    if os.getppid() != parent_pid:
-        os._exit(1)
-
-
-def _exit_with_parent() -> None:
-    """Wait on the parent's sentinel and exit when it closes (platforms without setitimer)."""
+def _exit_with_parent(parent_pid: int) -> None:
+    """Wait on the parent's sentinel (any platform), checking the parent pid (POSIX) too."""
     parent = multiprocessing.parent_process()
-    if parent is not None:
-        parent.join()
-        os._exit(1)
+    while True:
+        if parent is not None:
+            parent.join(PARENT_CHECK_SECONDS)  # returns early when the parent's sentinel closes
+            if not parent.is_alive():
+                os._exit(1)
+        else:
+            threading.Event().wait(PARENT_CHECK_SECONDS)
+        if os.getppid() != parent_pid:  # reparented: the parent died
+            os._exit(1)
 
 
 def _prepare_one(

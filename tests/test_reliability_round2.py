@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
-from sag2_retrievers._ingest import new_executor
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexFullError,
@@ -302,22 +301,6 @@ def test_analysis_workers_exit_when_their_parent_is_killed() -> None:
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if _alive(pid)]
-
-
-def _thread_count() -> int:
-    """How many threads the calling process runs (executed inside a worker)."""
-    return threading.active_count()
-
-
-@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="POSIX timer signal")
-def test_a_forked_analysis_worker_runs_one_thread() -> None:
-    """A watcher thread in a forked worker once left it waiting for the interpreter lock for
-    good (a hung ingest in the suite); the parent check is a timer signal instead."""
-    executor = new_executor()
-    try:
-        assert {executor.submit(_thread_count).result(timeout=60) for _ in range(4)} == {1}
-    finally:
-        executor.shutdown()
 
 
 async def test_remote_policy_is_enforced_when_a_judge_sends(
