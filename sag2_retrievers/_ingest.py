@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import threading
@@ -169,9 +170,23 @@ def new_executor() -> Executor:
     down otherwise.
 
     Workers are forked (the platform default): a fork server or spawn would re-run the top
-    level of a user's script without a ``__main__`` guard in every worker.
+    level of a user's script without a ``__main__`` guard in every worker. A forked worker
+    must never finalise what it inherited: garbage of the parent (an ONNX Runtime session,
+    say) whose destructor waits on a thread that only the parent has hung a worker for good
+    in the test suite (its collector blocked in ``pthread_cond_destroy``). So garbage is
+    collected here, where its threads live, the workers are forked at once, and each worker
+    freezes what it inherited (`start_worker`).
     """
-    return ProcessPoolExecutor(max_workers=worker_count(), initializer=watch_parent)
+    executor = ProcessPoolExecutor(max_workers=worker_count(), initializer=start_worker)
+    gc.collect()
+    executor.submit(int).result()  # forks every worker now, right after the collection
+    return executor
+
+
+def start_worker() -> None:
+    """In a new worker: keep the collector off inherited objects, and watch the parent."""
+    gc.freeze()
+    watch_parent()
 
 
 def watch_parent() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -19,6 +21,7 @@ from typing import Any
 import pytest
 
 from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
+from sag2_retrievers._ingest import new_executor
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexFullError,
@@ -301,6 +304,54 @@ def test_analysis_workers_exit_when_their_parent_is_killed() -> None:
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [pid for pid in workers if _alive(pid)]
+
+
+class _HangsWhenFinalisedInAChild:
+    """Garbage whose finaliser, run in a forked child, waits on a lock a parent thread holds
+    (as an ONNX Runtime session's destructor waited on its parent's thread pool)."""
+
+    def __init__(self, held: threading.Lock) -> None:
+        self.held, self.parent, self.cycle = held, os.getpid(), self
+
+    def __del__(self) -> None:
+        if os.getpid() != self.parent:
+            self.held.acquire()
+
+
+def _collect() -> int:
+    """Run a full collection (inside a worker) and report it finished."""
+    gc.collect()
+    return 1
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="forked workers")
+def test_a_forked_worker_never_finalises_the_parents_garbage() -> None:
+    """A worker's collector ran an inherited destructor that waited for ever on a thread of
+    the parent (pthread_cond_destroy in ONNX Runtime): the ten-megabyte ingest hung."""
+    held, release = threading.Lock(), threading.Event()
+
+    def hold() -> None:
+        with held:
+            release.wait()
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    gc.disable()  # keep the garbage until the fork, as a busy parent may
+    try:
+        _HangsWhenFinalisedInAChild(held)  # unreachable at once: only the collector frees it
+        executor = new_executor()
+        try:
+            done = [executor.submit(_collect).result(timeout=30) for _ in range(4)]
+        except TimeoutError:
+            for child in multiprocessing.active_children():  # the hung workers
+                child.kill()
+            raise
+        finally:
+            release.set()
+            executor.shutdown(wait=False, cancel_futures=True)
+        assert done == [1] * 4
+    finally:
+        gc.enable()
 
 
 async def test_remote_policy_is_enforced_when_a_judge_sends(
