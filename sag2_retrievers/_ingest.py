@@ -9,8 +9,9 @@ import threading
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from ._postings import UnitPostings, count_postings, merged_postings
 from ._schema import IndexSettings
@@ -166,21 +167,40 @@ def worker_count() -> int:
 
 
 def new_executor() -> Executor:
-    """A process pool for analysis whose workers exit if the writer dies; the caller shuts it
-    down otherwise.
+    """A process pool for analysis, forked at its first task, whose workers exit if the
+    writer dies; the caller shuts it down otherwise."""
+    return AnalysisPool()
+
+
+class AnalysisPool(Executor):
+    """Forked analysis workers, started on the first task (small ingests never fork).
 
     Workers are forked (the platform default): a fork server or spawn would re-run the top
     level of a user's script without a ``__main__`` guard in every worker. A forked worker
     must never finalise what it inherited: garbage of the parent (an ONNX Runtime session,
-    say) whose destructor waits on a thread that only the parent has hung a worker for good
-    in the test suite (its collector blocked in ``pthread_cond_destroy``). So garbage is
-    collected here, where its threads live, the workers are forked at once, and each worker
-    freezes what it inherited (`start_worker`).
+    say) whose destructor waits on a thread only the parent has hung a worker for good in
+    the test suite (its collector blocked in ``pthread_cond_destroy``). So garbage is
+    collected just before the workers are forked (all at the first task), where its threads
+    live, and each worker freezes what it inherited (`start_worker`).
     """
-    executor = ProcessPoolExecutor(max_workers=worker_count(), initializer=start_worker)
-    gc.collect()
-    executor.submit(int).result()  # forks every worker now, right after the collection
-    return executor
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        """Run ``fn`` in a worker, forking the workers first if this is the first task."""
+        with self._lock:
+            if self._pool is None:
+                gc.collect()
+                self._pool = ProcessPoolExecutor(worker_count(), initializer=start_worker)
+            return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Shut the workers down, if any were started."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
 
 def start_worker() -> None:

@@ -264,11 +264,11 @@ async def test_a_retrieval_deadline_degrades_to_bm25(tiny_index: SQLiteIndex) ->
 
 
 WORKER_SCRIPT = """
-import sys, time
+import multiprocessing, sys, time
 from sag2_retrievers._ingest import new_executor
 executor = new_executor()
 list(executor.map(abs, range(8)))  # starts the workers
-print(" ".join(str(pid) for pid in executor._processes), flush=True)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
 time.sleep(60)
 """
 
