@@ -66,7 +66,7 @@ def writer(path: str, operation: str, pipe: Connection) -> None:
     # Start the pool's workers now, so the parent knows every pid before the kill.
     pool = index._analysis_executor()
     list(pool.map(abs, range(16)))
-    pipe.send(("workers", list(getattr(pool, "_processes", None) or {})))
+    pipe.send(("workers", [child.pid for child in multiprocessing.active_children()]))
     version = "old" if operation == "add" else "new"
     committed = iter(range(BATCHES))
     index.ingest(
