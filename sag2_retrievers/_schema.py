@@ -57,13 +57,10 @@ WAL_CHECKPOINT_SQL = "PRAGMA wal_autocheckpoint = 10000"
 PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
+# FTS5 ranking the whole table itself: the reference the postings arrays must equal (tests).
 SEARCH_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
-VOCABULARY_SQL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.units_vocab USING fts5vocab(main, units_fts, row)"
-)
-TOKEN_TOTAL_SQL = "SELECT coalesce(sum(cnt), 0) FROM temp.units_vocab"
 SEARCH_FILTERED_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid
@@ -83,9 +80,6 @@ EXPAND_TAIL_SQL = f"""),
             PARTITION BY term ORDER BY coalesce(score, 0.0) DESC, members.unit_id)
         FROM members LEFT JOIN scored ON scored.unit_id = members.unit_id)
     SELECT term, unit_id FROM ranked WHERE position <= ? ORDER BY term, position"""
-MEMBERS_SQL = """
-    SELECT ?, rowid FROM units_fts WHERE units_fts MATCH ?
-      AND rowid NOT IN (SELECT value FROM json_each(?))"""
 MEMBERS_FILTERED_SQL = """
     SELECT ?, units_fts.rowid FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid

@@ -101,7 +101,6 @@ class SQLiteIndex:
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
-        self._totals: tuple[str, tuple[int, int]] | None = None
         self._statistics: Statistics | None = None
         self._unit_count: tuple[str, int] | None = None
         self._scorer = ArrayScorer()
@@ -347,11 +346,8 @@ class SQLiteIndex:
         if conditions == NO_FILTER:
             with self.snapshot():
                 return self._scorer.search(self._connection(), self._stats(), terms, limit)
-        if conditions != NO_FILTER:
-            statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
-            params: tuple[Any, ...] = (expression, *values, limit)
-        else:
-            statement, params = sql.SEARCH_SQL, (expression, limit)
+        statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
+        params = (expression, *values, limit)
         rows = self._connection().execute(statement, params)
         return [(int(rowid), float(score)) for rowid, score in rows]
 
@@ -366,32 +362,18 @@ class SQLiteIndex:
             return self._scorer.score_units(connection, self._stats(), phrases, unit_ids)
 
     def _stats(self) -> Statistics:
-        """N, avgdl and every unit's |D| at this generation (read once per generation)."""
+        """N, avgdl and every unit's |D| at this generation (read once per generation).
+
+        FTS5's token total is the sum of the live units' |D|, so avgdl needs no other read.
+        """
         generation = self._generation()
         stats = self._statistics
         if stats is None or stats.generation != generation:
-            rows, tokens = self._fts_totals()
+            rows = self.unit_count()
             lengths = _postings.unit_lengths(self._connection())
-            stats = Statistics(generation, rows, tokens / max(rows, 1), lengths)
+            stats = Statistics(generation, rows, int(lengths.sum()) / max(rows, 1), lengths)
             self._statistics = stats
         return stats
-
-    def _fts_totals(self) -> tuple[int, int]:
-        """FTS5's row count and its tokens over all rows and columns, recounted only after a
-        write (so bm25's N and avgdl cost nothing on later calls)."""
-        generation = self._generation()
-        totals = self._totals
-        if totals is None or totals[0] != generation:
-            tokens = int(self._vocabulary().execute(sql.TOKEN_TOTAL_SQL).fetchone()[0])
-            totals = (generation, (self.unit_count(), tokens))
-            self._totals = totals
-        return totals[1]
-
-    def _vocabulary(self) -> sqlite3.Connection:
-        """This thread's connection, with its own (temporary) FTS5 vocabulary table."""
-        connection = self._connection()
-        connection.execute(sql.VOCABULARY_SQL)
-        return connection
 
     def expand(
         self,
@@ -406,27 +388,25 @@ class SQLiteIndex:
         passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
         ties by unit id.
 
-        One statement per 400 terms finds the members, scores the whole OR expression on
-        them only, and ranks them in SQLite, so nothing outside the required terms' units is
-        scored and only the top ``limit`` of each comes back.
+        Without filters the postings arrays rank them (`ArrayScorer.expand`). With filters,
+        one statement per 400 terms finds the members, scores the whole OR expression on
+        them only, and ranks them in SQLite, so only the top ``limit`` of each comes back.
         """
         check_limit(limit)
         terms = list(dict.fromkeys(required_terms))
         ranked: dict[str, list[int]] = {term: [] for term in terms}
         scoring_terms = [term for term in scoring_terms if term]
-        scoring = " OR ".join(quote_term(term) for term in scoring_terms)
-        if not terms or not scoring or limit == 0:
+        if not terms or not scoring_terms or limit == 0:
             return ranked
-        statement = sql.MEMBERS_SQL
-        conditions, values = filter_sql(filters)
-        if conditions != NO_FILTER:
-            statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
         connection = self._connection()
+        conditions, values = filter_sql(filters)
         if conditions == NO_FILTER:
             with self.snapshot():
                 return self._scorer.expand(
                     connection, self._stats(), terms, scoring_terms, exclude, limit
                 )
+        statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
+        scoring = " OR ".join(quote_term(term) for term in scoring_terms)
         excluded = json_list(sorted(exclude), "excluded unit ids")
         with self.snapshot():
             for start in range(0, len(terms), _COMPOUND_LIMIT):
