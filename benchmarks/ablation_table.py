@@ -4,8 +4,9 @@ Rows: BM25; BM25 + judge (H=0); SAG2 H=1; SAG2 H=2; SAG2 without shared context;
 BM25 + judge pool given each question's SAG2 (H=2) judgment count. Paired 95% bootstrap
 intervals (2,000 resamples, seed 20261015) of each row against BM25 + judge (H=0).
 
-Run from the repository root: ``python benchmarks/ablation_table.py`` (both offline judges:
-``--judges local-similarity local-learned``; ``--sets kag train hotpotqa-train``).
+Run from the repository root: ``python benchmarks/ablation_table.py`` (offline judges:
+``--judges local-pool local-learned local-similarity``; ``--sets kag train hotpotqa-train``).
+"gold in pool" and "in pool, not top 10" are the last round's pool diagnostics (micro, %).
 Indexes (with the local judge's embedding cache) are kept under ``runs/`` for reuse.
 """
 
@@ -96,9 +97,9 @@ def table(reports: dict[str, dict[str, Any]]) -> list[str]:
     """Markdown rows: metrics, judgments, seconds, and R@10 / AE@10 deltas vs H=0."""
     reference = reports["BM25 + judge (H=0)"]
     lines = [
-        "| method | R@5 | R@10 | AE@10 | judgments/q | s/q "
+        "| method | R@5 | R@10 | AE@10 | gold in pool | in pool, not top 10 | judgments/q | s/q "
         "| ΔR@10 vs H=0 [95% CI] | ΔAE@10 [95% CI] |",
-        "|---|---:|---:|---:|---:|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for name, report in reports.items():
         deltas = " | |"
@@ -110,9 +111,11 @@ def table(reports: dict[str, dict[str, Any]]) -> list[str]:
                 )
                 + "|"
             )
+        last = report["pool"]["rounds"][-1]
         lines.append(
             f"| {name} | {report['recall_at']['5']:.2f} | {report['recall_at']['10']:.2f} "
-            f"| {report['ae_at']['10']:.2f} | {report['judgments_per_question']:.1f} "
+            f"| {report['ae_at']['10']:.2f} | {last['gold_in_pool']:.1f} "
+            f"| {last['in_pool_not_top_10']:.1f} | {report['judgments_per_question']:.1f} "
             f"| {report['seconds_per_question']:.3f} |{deltas}"
         )
     return lines
@@ -152,10 +155,10 @@ def judge_contrast(a: str, b: str, reports: dict[str, dict[str, dict[str, Any]]]
 DATASETS = (
     ("MuSiQue KAG dev subset (100 questions, 1,839 pooled passages; out of sample)", "kag"),
     (
-        "MuSiQue train fixture (100 questions, 1,890 passages; IN-SAMPLE for the learned judge)",
+        "MuSiQue train fixture (100 questions, 1,890 passages; IN-SAMPLE for the learned judges)",
         "train",
     ),
-    ("HotpotQA train fixture (100 questions; IN-SAMPLE for the learned judge)", "hotpotqa-train"),
+    ("HotpotQA train fixture (100 questions; IN-SAMPLE for the learned judges)", "hotpotqa-train"),
 )
 
 
@@ -173,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the shared sets with each judge and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "--judges", nargs="+", default=["local-similarity", "local-learned"], choices=JUDGE_NAMES
+        "--judges", nargs="+", default=["local-learned", "local-pool"], choices=JUDGE_NAMES
     )
     parser.add_argument("--sets", nargs="+", default=[slug for _, slug in DATASETS])
     parser.add_argument("--runs", type=Path, default=Path("runs"))

@@ -51,8 +51,8 @@ def hops_from_id(question_id: str) -> int | None:
 
 
 def load_questions(path: str | Path) -> list[EvalQuestion]:
-    """Read a JSON list of MuSiQue-, HippoRAG- or HotpotQA-shaped questions."""
-    records = _read_json(path)
+    """Read MuSiQue-, HippoRAG- or HotpotQA-shaped questions: a JSON list, or ``.jsonl`` lines."""
+    records = _read_jsonl(path) if str(path).endswith(".jsonl") else _read_json(path)
     if not isinstance(records, list):
         raise InvalidInputError(
             f"{path}: expected a JSON list of question records, got {type(records).__name__}"
@@ -96,6 +96,19 @@ def _read_json(path: str | Path) -> Any:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as error:
         raise InvalidInputError(f"{path}: not valid JSON ({error}); check the file") from error
+
+
+def _read_jsonl(path: str | Path) -> list[Any]:
+    """Parse a UTF-8 file of one JSON value per line (blank lines skipped)."""
+    records = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            raise InvalidInputError(f"{path}: line {number} is not valid JSON ({error})") from error
+    return records
 
 
 def _parse_question(record: Any, path: str | Path, index: int) -> EvalQuestion:

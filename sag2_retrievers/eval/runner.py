@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -24,6 +24,7 @@ from ..results import RetrievalResult
 from .bootstrap import PAPER_SEED, paired_bootstrap
 from .datasets import EvalQuestion
 from .metrics import QuestionResult, Summary, per_question_metrics, summarize
+from .pool_diagnostics import RoundPool, lexical_pool, round_pools, summarize_pools
 
 Method = Literal["bm25", "sag2"]
 T = TypeVar("T")
@@ -89,6 +90,8 @@ class QuestionRun:
     degraded: bool = False
     retrieval: RetrievalResult | None = field(default=None, repr=False, compare=False)
     """The SAG2 retrieval behind ``sources`` (None for BM25), for traces such as HTML pages."""
+    pool: tuple[RoundPool, ...] = ()
+    """Per round, the gold passages in the judged pool and in the top 10 (`pool_diagnostics`)."""
 
     @property
     def result(self) -> QuestionResult:
@@ -116,6 +119,10 @@ class EvalRun:
         """Macro-averaged R@k and AE@k in percent."""
         return summarize([run.result for run in self.runs])
 
+    def pool_summary(self) -> dict[str, Any]:
+        """Per round, the shares of gold passages in the pool and in the top 10 (micro)."""
+        return summarize_pools([(len(set(run.question.gold)), run.pool) for run in self.runs])
+
     @property
     def judgments_per_question(self) -> float:
         """Mean judgments per question (cached judgments included: they are part of the method)."""
@@ -138,6 +145,7 @@ class EvalRun:
             "config": config_json(self.options),
             "recall_at": summary["recall_at"],
             "ae_at": summary["ae_at"],
+            "pool": self.pool_summary(),
             "index_seconds": index_seconds,
             "index_bytes": index_bytes,
             "judgments_per_question": self.judgments_per_question,
@@ -371,6 +379,13 @@ async def _sag2_question(
     result = await engine.aretrieve(question.question, top_k=DEPTH)
     hits = [(hit.doc_id, hit.title, hit.score, hit.round_found) for hit in result.hits]
     sources = await asyncio.to_thread(_resolve_sources, index, hits)
+    pool = await asyncio.to_thread(
+        round_pools,
+        result.trace,
+        lambda units: _unit_identities(index, units),
+        question.gold,
+        [source.identity for source in sources],
+    )
     return QuestionRun(
         question,
         sources,
@@ -378,6 +393,7 @@ async def _sag2_question(
         time.perf_counter() - started,
         result.degraded,
         retrieval=result if keep_retrieval else None,
+        pool=tuple(pool),
     )
 
 
@@ -387,7 +403,7 @@ async def _bm25_question(
     """Rank by BM25 alone (no judge), keeping each source document's first unit."""
     started = time.perf_counter()
 
-    def search() -> tuple[RankedSource, ...]:
+    def search() -> tuple[tuple[RankedSource, ...], RoundPool]:
         found = index.search(
             question.question,
             limit=config.candidates_per_round,
@@ -396,11 +412,14 @@ async def _bm25_question(
         first_units: dict[str, SearchHit] = {}
         for hit in found:
             first_units.setdefault(hit.doc_id, hit)
-        ordered = list(first_units.values())[:DEPTH]
-        return _resolve_sources(index, [(h.doc_id, h.title, h.score, 0) for h in ordered])
+        candidates = _resolve_sources(
+            index, [(h.doc_id, h.title, h.score, 0) for h in first_units.values()]
+        )
+        identities = [source.identity for source in candidates]
+        return candidates[:DEPTH], lexical_pool(identities, question.gold, identities)
 
-    sources = await asyncio.to_thread(search)
-    return QuestionRun(question, sources, 0, time.perf_counter() - started)
+    sources, pool = await asyncio.to_thread(search)
+    return QuestionRun(question, sources, 0, time.perf_counter() - started, pool=(pool,))
 
 
 def _resolve_sources(
@@ -416,6 +435,17 @@ def _resolve_sources(
     return tuple(sources)
 
 
+def _unit_identities(index: DocumentIndex, unit_ids: Iterable[int]) -> dict[int, str]:
+    """The source identity (title, newline, text) of each unit still in the index."""
+    units = index.units(unit_ids)
+    documents = {doc_id: index.document(doc_id) for doc_id in {u.doc_id for u in units.values()}}
+    return {
+        unit_id: f"{document.title}\n{document.text}"
+        for unit_id, unit in units.items()
+        if (document := documents[unit.doc_id]) is not None
+    }
+
+
 def _question_json(run: QuestionRun, budgets: Mapping[str, int] | None) -> dict[str, Any]:
     """One question's row: id, hops, gold count, judgments, metrics and first doc ids."""
     row: dict[str, Any] = {
@@ -427,6 +457,7 @@ def _question_json(run: QuestionRun, budgets: Mapping[str, int] | None) -> dict[
     if budgets is not None:
         row["budget"] = budgets[run.question.id]
     row.update(run.metrics)
+    row["pool"] = [entry.to_json() for entry in run.pool]
     row["retrieved"] = [source.doc_id for source in run.sources[:REPORTED_DOC_IDS]]
     row["seconds"] = run.seconds
     row["degraded"] = run.degraded

@@ -11,10 +11,18 @@ from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
 from .openai_compat import OpenAICompatJudge
 
-JUDGE_NAMES = ("local", "local-learned", "local-similarity", "jev", "openai", "fake")
-# What ``local`` means: the offline judge that did better on the KAG dev subset at H=2 (see
-# docs/benchmarks.md, "The learned offline judge").
-LOCAL_DEFAULT = "local-learned"
+JUDGE_NAMES = (
+    "local",
+    "local-pool",
+    "local-learned",
+    "local-similarity",
+    "jev",
+    "openai",
+    "fake",
+)
+# What ``local`` means: the offline judge that needs no model pass over the corpus and ranks
+# best on the train sets (docs/benchmarks.md, "Offline judge v2: the pool judge").
+LOCAL_DEFAULT = "local-pool"
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
@@ -54,6 +62,8 @@ def _base_judge(
         return _openai_judge(model, base_url)
     if name == "local":
         name = LOCAL_DEFAULT
+    if name == "local-pool":
+        return _pool_judge()
     if name == "local-learned":
         return _learned_judge(db_path)
     if name == "local-similarity":
@@ -92,6 +102,13 @@ def _openai_judge(model: str | None, base_url: str | None) -> Judge:
             "(for example http://127.0.0.1:8000 and the served model's name)"
         )
     return OpenAICompatJudge(url, name)
+
+
+def _pool_judge() -> Judge:
+    """The default offline judge: trees over the pool's features, numpy only."""
+    from .pool import PoolJudge
+
+    return PoolJudge()
 
 
 def _learned_judge(db_path: str | None) -> Judge:
