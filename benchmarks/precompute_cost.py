@@ -21,7 +21,7 @@ from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.judges._embeddings import MiniLMEncoder
-from sag2_retrievers.judges.local import LocalJudge
+from sag2_retrievers.judges.similarity import LocalJudge
 from sag2_retrievers.sources import precompute_judge
 
 

@@ -21,8 +21,8 @@ from typing import Any, TextIO
 from tqdm import tqdm
 
 from . import __version__
-from ._schema import IndexSettings
-from .backend import DocumentIndex
+from .backends.base import DocumentIndex
+from .backends.sqlite import SQLiteIndex, remove_index_files
 from .config import SAG2Config
 from .corpus_io import DEFAULT_BATCH_SIZE, add_in_batches, read_corpus, read_folder
 from .documents import Document
@@ -38,10 +38,10 @@ from .eval.runner import (
     read_budgets,
     read_report,
 )
-from .index import SQLiteIndex, remove_index_files
 from .judges.base import Judge
 from .judges.factory import JUDGE_NAMES, default_judge_name, make_judge
 from .results import RetrievalResult, RetrievedUnit
+from .settings import IndexSettings
 from .text import DEFAULT_PROFILE, PROFILES
 from .trace_html import write_trace_html
 
@@ -333,7 +333,7 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _index_on_server(args: argparse.Namespace, documents: Iterable[Document]) -> int:
     """`sag2 index` into a PostgreSQL schema (batches commit as they go, like a file)."""
-    from .postgres import PostgresIndex
+    from .backends.postgres import PostgresIndex
 
     started = time.perf_counter()
     with PostgresIndex(args.db, _requested_settings(args)) as index:
@@ -765,7 +765,7 @@ def _judge_name(args: argparse.Namespace) -> str:
 def _existing_index(db: str) -> Iterator[DocumentIndex]:
     """Open an index that must already exist (opening a missing path would create one)."""
     if _is_server(db):
-        from .postgres import PostgresIndex
+        from .backends.postgres import PostgresIndex
 
         with PostgresIndex(db, create=False) as server_index:
             yield server_index

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from .backend import DocumentIndex
+from .backends.base import DocumentIndex
 from .documents import MAX_TITLE_CHARS
 from .errors import InvalidInputError
 from .judges.base import Candidate, Judge

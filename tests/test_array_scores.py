@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Document, SQLiteIndex, _compaction
-from sag2_retrievers._schema import SEARCH_SQL
+from sag2_retrievers import Document, SQLiteIndex
+from sag2_retrievers.backends.sqlite import compaction
+from sag2_retrievers.backends.sqlite.fts import or_expression, quote_term
+from sag2_retrievers.backends.sqlite.schema import SEARCH_SQL
 from sag2_retrievers.errors import IndexSettingsMismatchError
-from sag2_retrievers.fts import or_expression, quote_term
 
 EVERYONE = {"corpus": "all"}
 QUESTIONS = [
@@ -144,8 +145,8 @@ def test_merged_segments_score_as_before_and_drop_deleted_units(
 ) -> None:
     """Many small writes are merged (here past 4 segments) and optimize() merges the rest;
     every score stays FTS5's, and a deleted unit's postings are gone from the merged rows."""
-    monkeypatch.setattr(_compaction, "MAX_SEGMENTS", 4)
-    monkeypatch.setattr(_compaction, "FAN_IN", 3)
+    monkeypatch.setattr(compaction, "MAX_SEGMENTS", 4)
+    monkeypatch.setattr(compaction, "FAN_IN", 3)
     documents = _documents(musique_passages)[:120] + _documents(musique_passages)[-4:]
     with SQLiteIndex(tmp_path / "merged.db") as index:
         for start in range(0, len(documents), 10):

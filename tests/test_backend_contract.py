@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, IndexSettings, LexicalBackend, SQLiteIndex
-from sag2_retrievers._ingest import start_preparing
-from sag2_retrievers.backend import query_terms
+from sag2_retrievers.backends.ingest import start_preparing
+from sag2_retrievers.query import query_terms
 from sag2_retrievers.text import PROFILES, Profile, analyze_body, tokenize
 
 BackendFactory = Callable[[pytest.FixtureRequest, Path, IndexSettings | None], LexicalBackend]
@@ -20,7 +20,7 @@ def _postgres(
     request: pytest.FixtureRequest, folder: Path, settings: IndexSettings | None
 ) -> LexicalBackend:
     """A PostgresIndex in a fresh schema of the session's real server."""
-    from sag2_retrievers.postgres import PostgresIndex
+    from sag2_retrievers.backends.postgres import PostgresIndex
 
     server = request.getfixturevalue("postgres_server")
     schema = request.getfixturevalue("postgres_schema")
@@ -47,7 +47,9 @@ CORPUS = (
 
 def load(backend: LexicalBackend, documents: Sequence[Document]) -> int:
     """Write documents through the protocol: analysed here, upserted by the backend."""
-    return backend.upsert_analysed(documents, start_preparing(documents, backend.settings, None)())
+    return backend.upsert_analysed(
+        documents, start_preparing(documents, backend.settings, backend.unit_statistics, None)()
+    )
 
 
 @pytest.fixture(params=sorted(BACKENDS))

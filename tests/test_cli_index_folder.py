@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.cli import main
-from sag2_retrievers.index import SQLiteIndex
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from sag2_retrievers import SQLiteIndex
+from sag2_retrievers.backends.sqlite.filters import compile_sqlite, json_path
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import InvalidInputError
 from sag2_retrievers.filters import (
@@ -15,12 +17,9 @@ from sag2_retrievers.filters import (
     AllOf,
     AnyOf,
     Condition,
-    compile_sqlite,
     flat_key,
-    json_path,
     parse_filters,
 )
-from sag2_retrievers.index import SQLiteIndex
 
 METADATA = {
     "int1": {"n": 1, "tag": "a", "flag": True},

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, IndexSettings, SQLiteIndex
-from sag2_retrievers._ingest import unit_token_texts
+from sag2_retrievers.backends.ingest import unit_token_texts
 from sag2_retrievers.eval import load_corpus
 from sag2_retrievers.text import FTS_TOKENIZERS, PROFILES, Profile, fts5_terms, tokenize
 

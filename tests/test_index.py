@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sag2_retrievers import IndexSettings, _ingest
+from sag2_retrievers import IndexSettings, SearchHit, SQLiteIndex
+from sag2_retrievers.backends import ingest
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
 )
-from sag2_retrievers.index import SearchHit, SQLiteIndex
 from sag2_retrievers.text import analyze_body, tokenize
 
 LONG_TEXT = " ".join(
@@ -192,7 +192,7 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         serial.add_documents(corpus, parallel=False)
         expected = serial.expansion_units(stored_unit_ids(serial))
         expected_units = serial.units(stored_unit_ids(serial))
-    monkeypatch.setattr(_ingest, "PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_CHARS", 0)
     with SQLiteIndex(tmp_path / "parallel.sqlite", settings_small) as parallel:
         parallel.add_documents(corpus, parallel=True)
         assert parallel.expansion_units(stored_unit_ids(parallel)) == expected

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import InvalidInputError
-from sag2_retrievers.index import SQLiteIndex
 
 SYNTAX_CORPUS = (
     Document(

@@ -10,6 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sag2_retrievers.judges.learned_training import (
+    RecordingJudge,
+    collect_requests,
+    labelled_examples,
+)
 
 from sag2_retrievers import Document, SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.errors import JudgeConfigurationError
@@ -30,11 +35,6 @@ from sag2_retrievers.judges.learned import (
     evidence_features,
     fit_model,
     load_model,
-)
-from sag2_retrievers.judges.learned_training import (
-    RecordingJudge,
-    collect_requests,
-    labelled_examples,
 )
 
 QUESTION = "Which country was the composer of the Zorvanic Requiem born in?"
@@ -262,7 +262,7 @@ def test_training_on_a_tiny_fixture(tmp_path: Path, encoder: MiniLMEncoder) -> N
 def test_factory_local_is_the_learned_judge_and_similarity_stays_selectable() -> None:
     """``local`` builds the learned judge (it won on the dev subset); the old one has a name."""
     from sag2_retrievers.judges.factory import make_judge
-    from sag2_retrievers.judges.local import LocalJudge
+    from sag2_retrievers.judges.similarity import LocalJudge
 
     assert isinstance(make_judge("local"), LearnedJudge)
     assert isinstance(make_judge("local-learned"), LearnedJudge)

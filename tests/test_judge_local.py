@@ -14,7 +14,7 @@ from sag2_retrievers.errors import InvalidInputError, JudgeConfigurationError
 from sag2_retrievers.judges import _embeddings
 from sag2_retrievers.judges._embeddings import MiniLMEncoder
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
-from sag2_retrievers.judges.local import Calibration, LocalJudge
+from sag2_retrievers.judges.similarity import Calibration, LocalJudge
 
 QUESTION = "Who publishes the Journal of Mathematical Physics?"
 RELEVANT = Candidate(

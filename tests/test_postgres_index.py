@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers import Document, SQLiteIndex
-from sag2_retrievers._schema import IndexSettings
+from sag2_retrievers import Document, IndexSettings, SQLiteIndex
 from sag2_retrievers.errors import IndexSettingsMismatchError, InvalidInputError
 
 psycopg = pytest.importorskip("psycopg")
-from sag2_retrievers.postgres import PostgresIndex  # noqa: E402
+from sag2_retrievers.backends.postgres import PostgresIndex  # noqa: E402
 
 CORPUS = (
     Document("a", "Alpha bravo charlie. Bravo delta.", title="Alpha Station"),

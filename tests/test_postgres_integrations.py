@@ -9,7 +9,7 @@ import pytest
 from sag2_retrievers.judges.fake import OverlapJudge
 
 pytest.importorskip("psycopg")
-from sag2_retrievers.postgres import PostgresIndex
+from sag2_retrievers.backends.postgres import PostgresIndex
 
 TEXTS = (
     ("Port Varna", "Port Varna lies in the province of Ostrel."),

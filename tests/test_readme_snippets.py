@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.cli import main
-from sag2_retrievers.index import SQLiteIndex
 
 ROOT = Path(__file__).resolve().parents[1]
 REPOSITORY = "https://github.com/sag2-retrievers/sag2-retrievers"

@@ -27,8 +27,8 @@ from sag2_retrievers import (
     InvalidInputError,
     SAG2Engine,
     SQLiteIndex,
-    _ingest,
 )
+from sag2_retrievers.backends import ingest
 from sag2_retrievers.corpus_io import add_in_batches, read_corpus
 from sag2_retrievers.documents import (
     MAX_METADATA_DEPTH,
@@ -326,7 +326,7 @@ def test_batch_built_lazily_stops_at_a_bad_record_and_writes_nothing(
 @pytest.fixture
 def parallel_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
     """Send every batch through the process pool, however small."""
-    monkeypatch.setattr(_ingest, "PARALLEL_MIN_CHARS", 0)
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_CHARS", 0)
 
 
 def twenty_then_bad(metadata: Any) -> Iterator[Document]:

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine
-from sag2_retrievers._ingest import new_executor
+from sag2_retrievers import IndexSettings, SAG2Config, SAG2Engine, SQLiteIndex
+from sag2_retrievers.backends.ingest import new_executor
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexFullError,
@@ -31,12 +31,12 @@ from sag2_retrievers.errors import (
     JudgeError,
     RemoteJudgeRefusedError,
 )
-from sag2_retrievers.index import ANALYSED_QUESTION_CHARS, SQLiteIndex
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
 from sag2_retrievers.judges.cache import CachedJudge
 from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.judges.openai_compat import build_user_message, yes_probability
+from sag2_retrievers.query import ANALYSED_QUESTION_CHARS
 from tests.fault_server import Fault, FaultPlan, FaultServer
 
 
@@ -265,7 +265,7 @@ async def test_a_retrieval_deadline_degrades_to_bm25(tiny_index: SQLiteIndex) ->
 
 WORKER_SCRIPT = """
 import multiprocessing, sys, time
-from sag2_retrievers._ingest import new_executor
+from sag2_retrievers.backends.ingest import new_executor
 executor = new_executor()
 list(executor.map(abs, range(8)))  # starts the workers
 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)

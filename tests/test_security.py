@@ -32,7 +32,8 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.filters import KEY_PATTERN, compile_sqlite, parse_filters
+from sag2_retrievers.backends.sqlite.filters import compile_sqlite
+from sag2_retrievers.filters import KEY_PATTERN, parse_filters
 from sag2_retrievers.judges import (
     CachedJudge,
     JEVJudge,
@@ -296,7 +297,7 @@ def test_the_offline_local_judge_is_accepted_when_remote_judges_are_not(
 ) -> None:
     pytest.importorskip("onnxruntime")
     pytest.importorskip("tokenizers")
-    from sag2_retrievers.judges.local import LocalJudge
+    from sag2_retrievers.judges.similarity import LocalJudge
 
     judge = LocalJudge()
     assert SAG2Engine(index, judge, allow_remote_judges=False).judge is judge
@@ -702,7 +703,7 @@ def test_the_only_formatted_sql_is_built_by_the_three_filter_call_sites(
     monkeypatch.setitem(globals(), "FILTER_TEMPLATES", frozenset())
     flagged = [site for module in package_sites() for site in module.unsafe_calls()]
     assert len(flagged) == 3
-    assert all(site.startswith("index.py:") for site in flagged)
+    assert all(site.startswith("backends/sqlite/index.py:") for site in flagged)
     assert any("execute(statement, params)" in site for site in flagged)
     assert any("execute(statement, values)" in site for site in flagged)
     assert any("execute(compound, (*params, scoring, limit))" in site for site in flagged)

@@ -17,9 +17,9 @@ from sag2_retrievers import (
     InvalidInputError,
     SAG2Config,
     SAG2Engine,
+    SQLiteIndex,
 )
 from sag2_retrievers.errors import IndexSettingsMismatchError
-from sag2_retrievers.index import SQLiteIndex
 from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.markdown import find_headings, first_h1, unit_heading
 from sag2_retrievers.sources import (

@@ -23,6 +23,8 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 
 from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers import (
+    DocumentIndex,
+    Filters,
     IndexSettings,
     InvalidInputError,
     Judge,
@@ -35,8 +37,7 @@ from sag2_retrievers import (
     SAG2Error,
     SQLiteIndex,
 )
-from sag2_retrievers.backend import DocumentIndex
-from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.backends.sqlite import remove_index_files
 from sag2_retrievers.markdown import HEADING_SEPARATOR
 from sag2_retrievers.results import why_empty
 from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge

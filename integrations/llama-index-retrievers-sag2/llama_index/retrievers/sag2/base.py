@@ -23,6 +23,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import (
     DocumentIndex,
+    Filters,
     IndexSettings,
     InvalidInputError,
     Judge,
@@ -31,7 +32,7 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.backends.sqlite import remove_index_files
 from sag2_retrievers.sources import precompute_judge
 
 from .events import round_reporter

@@ -7,20 +7,21 @@ import multiprocessing
 import os
 import threading
 import zlib
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from ._postings import UnitPostings, count_postings, merged_postings
-from ._schema import IndexSettings
-from .documents import Document, chunk_spans, validated_batch
-from .markdown import find_headings, unit_heading
-from .text import Profile, body_tokens, tokenize
+from ..documents import Document, chunk_spans, validated_batch
+from ..markdown import find_headings, unit_heading
+from ..settings import IndexSettings
+from ..text import Profile, body_tokens, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0
+
+StatisticsT = TypeVar("StatisticsT")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class PreparedUnit:
     """One unit ready to write: offsets, heading path and FTS token streams.
 
     Expansion units are not among them: they are derived from the unit's text when needed
-    (`backend.sentence_expansion_units`), so the index does not store them.
+    (`base.sentence_expansion_units`), so the index does not store them.
     """
 
     char_start: int
@@ -50,18 +51,36 @@ class PreparedDocument:
 
 
 @dataclass(frozen=True)
-class PreparedBatch:
-    """A batch's prepared documents (in order), its units' body document frequencies and
-    their postings (units numbered in document order)."""
+class PreparedBatch(Generic[StatisticsT]):
+    """A batch's prepared documents (in order) and the statistics its backend derives from
+    their units (units numbered in document order)."""
 
     documents: list[PreparedDocument]
-    body_df: Counter[str]
-    postings: UnitPostings
+    statistics: StatisticsT
+
+
+class UnitStatistics(Protocol[StatisticsT]):
+    """How a backend derives the statistics it stores from a run of analysed units.
+
+    It runs in the analysis workers, beside the analysis, so the writer only adds slices up;
+    an instance is sent to them, so its class must be importable (a module-level class).
+    """
+
+    def derive(self, units: Sequence[PreparedUnit]) -> StatisticsT:
+        """The statistics of consecutive units."""
+        ...
+
+    def merge(self, parts: Sequence[StatisticsT]) -> StatisticsT:
+        """One batch's statistics from those of its consecutive slices, in order."""
+        ...
 
 
 def start_preparing(
-    documents: Sequence[Document], settings: IndexSettings, executor: Executor | None
-) -> Callable[[], PreparedBatch]:
+    documents: Sequence[Document],
+    settings: IndexSettings,
+    statistics: UnitStatistics[StatisticsT],
+    executor: Executor | None,
+) -> Callable[[], PreparedBatch[StatisticsT]]:
     """Start analysing a batch (in the background when worthwhile); call the result to wait.
 
     Large batches are split over the worker processes at once, so the caller can write the
@@ -69,23 +88,26 @@ def start_preparing(
     """
     # Workers get only titles, headings and texts: metadata is already serialised and stays.
     texts = [(doc.title, doc.heading, doc.text) for doc in documents]
-    rules = (settings.chunk_chars, settings.analyzer_profile)
+    chunk_chars, profile = settings.chunk_chars, settings.analyzer_profile
     if executor is None or sum(len(text) for *_, text in texts) < PARALLEL_MIN_CHARS:
-        return lambda: _prepare_many(texts, *rules)
-    # One slice per worker: each slice's postings vocabulary is merged by the writer, and
-    # fewer, larger slices make that merge cheaper (measured: 22 ms vs 60 ms for 8 slices).
+        return lambda: _prepare_many(texts, chunk_chars, profile, statistics)
+    # One slice per worker: each slice's statistics are merged by the writer, and fewer,
+    # larger slices make that cheaper (SQLite's postings: 22 ms vs 60 ms for 8 slices).
     size = max(1, -(-len(texts) // worker_count()))
-    futures = [
-        executor.submit(_prepare_many, texts[start : start + size], *rules)
+    futures: list[Future[PreparedBatch[StatisticsT]]] = [
+        executor.submit(
+            _prepare_many, texts[start : start + size], chunk_chars, profile, statistics
+        )
         for start in range(0, len(texts), size)
     ]
-    return lambda: _merged([future.result() for future in futures])
+    return lambda: _merged([future.result() for future in futures], statistics)
 
 
 def pipelined_ingest(
     batches: Iterable[Iterable[Document]],
-    write: Callable[[list[Document], PreparedBatch], int],
+    write: Callable[[list[Document], PreparedBatch[StatisticsT]], int],
     settings: IndexSettings,
+    statistics: UnitStatistics[StatisticsT],
     executor: Executor | None,
     on_batch: Callable[[int], None] | None = None,
 ) -> int:
@@ -98,12 +120,12 @@ def pipelined_ingest(
     """
     ahead = 1 if executor is None else 2
     units = 0
-    pending: deque[tuple[list[Document], Callable[[], PreparedBatch]]] = deque()
+    pending: deque[tuple[list[Document], Callable[[], PreparedBatch[StatisticsT]]]] = deque()
     try:
         for documents in batches:
             batch = validated_batch(documents)
             if batch:
-                pending.append((batch, start_preparing(batch, settings, executor)))
+                pending.append((batch, start_preparing(batch, settings, statistics, executor)))
             if len(pending) > ahead:
                 units += _write_next(pending, write, on_batch)
     finally:
@@ -113,8 +135,8 @@ def pipelined_ingest(
 
 
 def _write_next(
-    pending: deque[tuple[list[Document], Callable[[], PreparedBatch]]],
-    write: Callable[[list[Document], PreparedBatch], int],
+    pending: deque[tuple[list[Document], Callable[[], PreparedBatch[StatisticsT]]]],
+    write: Callable[[list[Document], PreparedBatch[StatisticsT]], int],
     on_batch: Callable[[int], None] | None,
 ) -> int:
     """Write the oldest pending batch; if that fails, drop the rest and re-raise."""
@@ -127,9 +149,9 @@ def _write_next(
 
 
 def _write_prepared(
-    write: Callable[[list[Document], PreparedBatch], int],
+    write: Callable[[list[Document], PreparedBatch[StatisticsT]], int],
     batch: list[Document],
-    prepared: Callable[[], PreparedBatch],
+    prepared: Callable[[], PreparedBatch[StatisticsT]],
     on_batch: Callable[[int], None] | None,
 ) -> int:
     """Wait for a batch's analysis, write it, and report it."""
@@ -139,26 +161,25 @@ def _write_prepared(
     return units
 
 
-def _merged(slices: list[PreparedBatch]) -> PreparedBatch:
-    """One batch from its slices, in order, with their document frequencies added up."""
-    body_df: Counter[str] = Counter()
-    for part in slices:
-        body_df.update(part.body_df)
+def _merged(
+    slices: list[PreparedBatch[StatisticsT]], statistics: UnitStatistics[StatisticsT]
+) -> PreparedBatch[StatisticsT]:
+    """One batch from its slices, in order, with their statistics merged."""
     documents = [item for part in slices for item in part.documents]
-    return PreparedBatch(documents, body_df, merged_postings([p.postings for p in slices]))
+    return PreparedBatch(documents, statistics.merge([part.statistics for part in slices]))
 
 
 def _prepare_many(
-    texts: Sequence[tuple[str, str, str]], chunk_chars: int, profile: Profile
-) -> PreparedBatch:
-    """Prepare a slice of (title, heading, text) triples, count its units' distinct body
-    tokens and their postings (in a worker process, so the writer only adds them up)."""
+    texts: Sequence[tuple[str, str, str]],
+    chunk_chars: int,
+    profile: Profile,
+    statistics: UnitStatistics[StatisticsT],
+) -> PreparedBatch[StatisticsT]:
+    """Prepare a slice of (title, heading, text) triples and derive the backend's statistics
+    of its units (in a worker process, so the writer only merges them)."""
     documents = [_prepare_one(*triple, chunk_chars, profile) for triple in texts]
     units = [unit for document in documents for unit in document.units]
-    postings, body_df = count_postings(
-        (u.title_tokens, u.heading_tokens, u.body_tokens) for u in units
-    )
-    return PreparedBatch(documents, body_df, postings)
+    return PreparedBatch(documents, statistics.derive(units))
 
 
 def worker_count() -> int:

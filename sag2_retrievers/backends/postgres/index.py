@@ -16,17 +16,24 @@ from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any
 
-from . import _pg_sql as pg
-from ._ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
-from ._pg_filters import compile_postgres
-from ._schema import IndexSettings, reconcile_settings
-from .backend import Filters, SearchHit, alias_key, search_hits, sentence_expansion_units
-from .backend import query_terms as backend_query_terms
-from .documents import Document, Unit
-from .errors import IndexUnavailableError, InvalidInputError
-from .filters import parse_filters
-from .questions import check_limit, check_question
-from .text import tokenize
+from ...documents import Document, Unit
+from ...errors import IndexUnavailableError, InvalidInputError
+from ...filters import parse_filters
+from ...query import alias_key, check_limit, check_question, search_hits
+from ...query import query_terms as backend_query_terms
+from ...settings import IndexSettings, reconcile_settings
+from ...text import tokenize
+from ..base import Filters, SearchHit, sentence_expansion_units
+from ..ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
+from . import schema as pg
+from .filters import compile_postgres
+from .postings import (
+    BatchFrequencies,
+    DocumentFrequencies,
+    PostingRow,
+    posting_rows,
+    token_columns,
+)
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -40,6 +47,9 @@ class PostgresIndex:
     inside `snapshot` share one REPEATABLE READ transaction, and writers are serialised by an
     advisory lock, each call one transaction.
     """
+
+    # Document frequencies and token totals are counted in the analysis workers.
+    unit_statistics = DocumentFrequencies()
 
     def __init__(
         self,
@@ -157,7 +167,9 @@ class PostgresIndex:
         Analysis runs in worker processes while the previous batch is written, as for SQLite.
         """
         executor = self._analysis_executor() if parallel else None
-        return pipelined_ingest(batches, self.upsert_analysed, self.settings, executor, on_batch)
+        return pipelined_ingest(
+            batches, self.upsert_analysed, self.settings, self.unit_statistics, executor, on_batch
+        )
 
     def _analysis_executor(self) -> Executor:
         """The process pool used for analysis, created on first use."""
@@ -165,7 +177,9 @@ class PostgresIndex:
             self._executor = new_executor()
         return self._executor
 
-    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+    def upsert_analysed(
+        self, documents: Sequence[Document], analysed: PreparedBatch[BatchFrequencies]
+    ) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
         with self._write() as cursor:
             self._delete_ids(cursor, [document.id for document in documents])
@@ -173,10 +187,11 @@ class PostgresIndex:
             cursor.execute(pg.RESERVE_UNIT_IDS, (self.schema, max(len(rows), 1)))
             unit_ids = sorted(int(row[0]) for row in cursor.fetchall())[: len(rows)]
             self._copy_documents(cursor, documents)
-            body_df, any_df, tokens = self._copy_units(cursor, rows, unit_ids)
-            self._add_df(cursor, "body_df", body_df)
-            self._add_df(cursor, "any_df", any_df)
-            cursor.execute(self._sql(pg.ADD_TOTALS), (len(rows), tokens))
+            self._copy_units(cursor, rows, unit_ids)
+            frequencies = analysed.statistics
+            self._add_df(cursor, "body_df", frequencies.body_df)
+            self._add_df(cursor, "any_df", frequencies.any_df)
+            cursor.execute(self._sql(pg.ADD_TOTALS), (len(rows), frequencies.tokens))
         return len(rows)
 
     def _copy_documents(self, cursor: Any, documents: Sequence[Document]) -> None:
@@ -198,21 +213,13 @@ class PostgresIndex:
 
     def _copy_units(
         self, cursor: Any, rows: list[tuple[str, PreparedUnit]], unit_ids: list[int]
-    ) -> tuple[Counter[str], Counter[str], int]:
-        """Write units and postings; returns body df, any-field df and token counts to add."""
-        body_df: Counter[str] = Counter()
-        any_df: Counter[str] = Counter()
-        tokens = 0
-        postings: list[tuple[str, int, int, int, int, int]] = []
+    ) -> None:
+        """Write the units with their token arrays, then their posting rows."""
+        postings: list[PostingRow] = []
         with cursor.copy(self._sql(pg.COPY_UNITS)) as copy:
             for unit_id, (doc_id, unit) in zip(unit_ids, rows, strict=True):
-                columns = (
-                    unit.title_tokens.split(),
-                    unit.heading_tokens.split(),
-                    unit.body_tokens.split(),
-                )
+                columns = token_columns(unit)
                 length = sum(len(column) for column in columns)
-                tokens += length
                 copy.write_row(
                     (
                         unit_id,
@@ -224,18 +231,10 @@ class PostgresIndex:
                         length,
                     )
                 )
-                body_df.update(set(unit.body_tokens.split()))
-                counts = [Counter(column) for column in columns]
-                terms = set().union(*counts)
-                any_df.update(terms)
-                postings.extend(
-                    (term, unit_id, counts[0][term], counts[1][term], counts[2][term], length)
-                    for term in terms
-                )
+                postings.extend(posting_rows(unit_id, columns, length))
         with cursor.copy(self._sql(pg.COPY_POSTINGS)) as copy:
             for posting in postings:
                 copy.write_row(posting)
-        return body_df, any_df, tokens
 
     def _add_df(self, cursor: Any, table: str, counts: Counter[str]) -> None:
         """Add (or, with negative counts, subtract) document frequencies, in a stable order."""

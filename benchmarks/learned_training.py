@@ -2,8 +2,9 @@
 
 `collect_requests` runs the engine over labelled questions with any judge and keeps every
 request it asks; `labelled_examples` turns them into (features, label, question) rows, labels
-from the questions' gold passages. `benchmarks/fit_learned_judge.py` drives both on the train
-fixtures and fits the packaged model with `learned.fit_model`.
+from the questions' gold passages. `fit_learned_judge.py` (beside this file) drives both on the
+train fixtures and fits the packaged model with `learned.fit_model`; training code stays out of
+the runtime package.
 """
 
 from __future__ import annotations
@@ -15,12 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..config import SAG2Config
-from ..engine import SAG2Engine
-from ..eval.datasets import EvalQuestion
-from ..index import SQLiteIndex
-from ._evidence_features import FEATURE_NAMES, Matrix
-from .base import Judge, JudgeRequest
+from sag2_retrievers import SAG2Config, SAG2Engine, SQLiteIndex
+from sag2_retrievers.eval.datasets import EvalQuestion
+from sag2_retrievers.judges._evidence_features import FEATURE_NAMES, Matrix
+from sag2_retrievers.judges.base import Judge, JudgeRequest
 
 
 class RecordingJudge(Judge):

@@ -14,10 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import _compaction, _postings
-from . import _schema as sql
-from ._array_scores import ArrayScorer, Statistics
-from ._ingest import (
+from ..._sqlite import connect, json_list, raise_if_full
+from ...documents import Document, Unit
+from ...errors import (
+    IndexSettingsMismatchError,
+    IndexUnavailableError,
+    InvalidInputError,
+)
+from ...query import alias_key, check_limit, search_hits
+from ...query import query_terms as backend_query_terms
+from ...settings import IndexSettings, reconcile_settings
+from ...text import Profile, tokenize
+from ..base import Filters, SearchHit, sentence_expansion_units
+from ..ingest import (
     PreparedBatch,
     PreparedDocument,
     PreparedUnit,
@@ -26,30 +35,14 @@ from ._ingest import (
     token_checksum,
     unit_token_texts,
 )
-from ._schema import IndexSettings, reconcile_settings
-from ._sqlite import connect, json_list, raise_if_full
-from .backend import Filters as Filters  # re-exported: the integrations import it from here
-from .backend import SearchHit as SearchHit
-from .backend import alias_key, search_hits, sentence_expansion_units
-from .backend import query_terms as backend_query_terms
-from .documents import Document, Unit
-from .errors import (
-    IndexSettingsMismatchError,
-    IndexUnavailableError,
-    InvalidInputError,
-)
-from .filters import compile_sqlite, parse_filters
+from . import compaction, postings
+from . import schema as sql
+from .filters import NO_FILTER, filter_sql
 from .fts import body_expression, or_expression, quote_term
-from .questions import ANALYSED_QUESTION_CHARS as ANALYSED_QUESTION_CHARS
-from .questions import MAX_COUNT as MAX_COUNT
-from .questions import MAX_QUESTION_CHARS as MAX_QUESTION_CHARS
-from .questions import analysed_question as analysed_question
-from .questions import check_limit as check_limit
-from .questions import check_question as check_question
-from .text import Profile, tokenize
+from .postings import BatchPostings, PostingsCounter
+from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
-NO_FILTER = "1"
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -68,6 +61,9 @@ class SQLiteIndex:
     Safe for concurrent readers in several threads and processes (WAL, one connection per
     thread); writes are serialised and each call is one transaction.
     """
+
+    # Postings and body df are counted in the analysis workers, beside the analysis.
+    unit_statistics = PostingsCounter()
 
     def __init__(
         self,
@@ -238,16 +234,20 @@ class SQLiteIndex:
         ``on_batch`` receives each committed batch's document count.
         """
         executor = self._analysis_executor() if parallel else None
-        return pipelined_ingest(batches, self.upsert_analysed, self.settings, executor, on_batch)
+        return pipelined_ingest(
+            batches, self.upsert_analysed, self.settings, self.unit_statistics, executor, on_batch
+        )
 
-    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+    def upsert_analysed(
+        self, documents: Sequence[Document], analysed: PreparedBatch[BatchPostings]
+    ) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
         with self._transaction() as connection:
             self._delete_ids(connection, [doc.id for doc in documents])
-            connection.executemany(sql.ADD_DF_SQL, analysed.body_df.items())
+            connection.executemany(sql.ADD_DF_SQL, analysed.statistics.body_df.items())
             unit_ids = _insert_documents(connection, documents, analysed.documents)
-            _postings.write_segment(connection, analysed.postings, unit_ids)
-            _compaction.compact(connection)
+            postings.write_segment(connection, analysed.statistics.postings, unit_ids)
+            compaction.compact(connection)
             return len(unit_ids)
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -266,7 +266,7 @@ class SQLiteIndex:
         worthwhile after many small writes or deletes."""
         with self._transaction() as connection:
             connection.execute("INSERT INTO units_fts(units_fts) VALUES ('optimize')")
-            _compaction.optimize(connection)
+            compaction.optimize(connection)
 
     def _analysis_executor(self) -> Executor:
         """The process pool used for analysis, created on first large batch."""
@@ -297,7 +297,7 @@ class SQLiteIndex:
             body_df.update(set(body.split()))
         connection.executemany(sql.SUBTRACT_DF_SQL, ((n, t) for t, n in body_df.items()))
         connection.execute(sql.PRUNE_DF_SQL)
-        _postings.mark_deleted(connection, [row[0] for row in deleted])
+        postings.mark_deleted(connection, [row[0] for row in deleted])
         connection.executemany(sql.DELETE_FTS_SQL, deleted)
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
@@ -370,7 +370,7 @@ class SQLiteIndex:
         stats = self._statistics
         if stats is None or stats.generation != generation:
             rows = self.unit_count()
-            lengths = _postings.unit_lengths(self._connection())
+            lengths = postings.unit_lengths(self._connection())
             stats = Statistics(generation, rows, int(lengths.sum()) / max(rows, 1), lengths)
             self._statistics = stats
         return stats
@@ -661,7 +661,7 @@ def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> N
     """Create a new file's tables; units_fts gets the analyzer profile's FTS5 tokenizer."""
     for statement in sql.BASE_TABLES:
         connection.execute(statement)
-    for statement in _postings.TABLES:
+    for statement in postings.TABLES:
         connection.execute(statement)
     if settings.analyzer_profile == "paper":
         connection.execute(sql.PAPER_FTS_TABLE_SQL)
@@ -744,12 +744,6 @@ def _stored_tokens(path: Path, row: tuple[Any, ...], profile: Profile) -> tuple[
             "the index with this version"
         )
     return int(unit_id), title_tokens, heading_tokens, body_tokens
-
-
-def filter_sql(filters: Filters | None) -> tuple[str, list[object]]:
-    """The one place filters become SQL: a bound condition (`NO_FILTER` when there is none)."""
-    expr = parse_filters(filters)
-    return (NO_FILTER, []) if expr is None else compile_sqlite(expr)
 
 
 def _build_catalog(titles: Sequence[str], profile: Profile) -> TitleCatalog:

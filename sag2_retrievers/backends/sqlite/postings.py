@@ -4,7 +4,7 @@ Every write transaction adds one segment: for each token of its units, the unit 
 from the segment's first unit) and the weighted frequency F = 2 x title + 2 x heading +
 body instances (the bm25 column weights), plus each unit's token count |D|. Read back with
 numpy, a token's bm25 contribution to all its units costs a few vector operations instead
-of one FTS5 row visit each (scores.py), with the same numbers. Deleted units keep their
+of one FTS5 row visit each (scorer.py), with the same numbers. Deleted units keep their
 postings but get |D| = 0, which marks them dead for every reader.
 """
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._sqlite import json_list
+from ..._sqlite import json_list
+from ..ingest import PreparedUnit
 
 Ints = npt.NDArray[np.int64]
 
@@ -126,6 +127,33 @@ def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
         _concatenated([part.freqs for part in parts]),
         _concatenated([part.lengths for part in parts]),
     )
+
+
+@dataclass(frozen=True)
+class BatchPostings:
+    """SQLite's statistics of a batch: its units' postings and body document frequencies."""
+
+    postings: UnitPostings
+    body_df: Counter[str]
+
+
+class PostingsCounter:
+    """SQLite's ingest hook (`ingest.UnitStatistics`): postings and body df, counted in the
+    analysis workers beside the analysis."""
+
+    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+        """The postings and body df of consecutive units."""
+        postings, body_df = count_postings(
+            (unit.title_tokens, unit.heading_tokens, unit.body_tokens) for unit in units
+        )
+        return BatchPostings(postings, body_df)
+
+    def merge(self, parts: Sequence[BatchPostings]) -> BatchPostings:
+        """One batch's postings and body df from its consecutive slices."""
+        body_df: Counter[str] = Counter()
+        for part in parts:
+            body_df.update(part.body_df)
+        return BatchPostings(merged_postings([part.postings for part in parts]), body_df)
 
 
 def bucket_array(terms: Sequence[str]) -> Ints:

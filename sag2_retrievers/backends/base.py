@@ -5,6 +5,7 @@ and answers bounded questions about them: top-k BM25 of an OR of terms, per-term
 candidates, document frequencies, and lookups by id. No method returns every match of a query
 or every id of a filter, so a server backend (PostgreSQL, issue 14) can implement it with
 top-k queries. ``SQLiteIndex`` is the reference implementation.
+Question analysis (`query.py`) and settings (`settings.py`) are shared by every backend.
 
 Scores follow FTS5's ``bm25()`` exactly (weights title 2, heading 2, body 1; see
 ``docs/method.md``): for an OR of phrases it is the sum of each phrase's contribution, each
@@ -13,21 +14,19 @@ phrase repeated in the list counting once per repetition.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ._ingest import PreparedBatch
-from ._schema import IndexSettings
-from .documents import Document, Unit
-from .filters import FilterExpr
-from .questions import analysed_question, check_limit
-from .text import Profile, analyze_body, distinct_tokens, fold_accents, name_runs, tokenize
+from ..documents import Document, Unit
+from ..filters import FilterExpr
+from ..settings import IndexSettings
+from ..text import Profile, analyze_body
+from .ingest import PreparedBatch, UnitStatistics
 
 # The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
-# or a parsed expression (`filters.py`); each backend compiles it itself.
+# or a parsed expression (`filters.py`); each backend compiles it itself (its `filters.py`).
 Filters = Mapping[str, Any] | FilterExpr
 
 
@@ -51,9 +50,15 @@ class LexicalBackend(Protocol):
     # The settings the stored units were analysed with (the analyzer profile among them).
     settings: IndexSettings
 
+    @property
+    def unit_statistics(self) -> UnitStatistics[Any]:
+        """How this backend derives what it stores from analysed units: run by the ingest
+        pipeline in the analysis workers, handed back in `PreparedBatch.statistics`."""
+        ...
+
     # -- writes ----------------------------------------------------------------------------
 
-    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch) -> int:
+    def upsert_analysed(self, documents: Sequence[Document], analysed: PreparedBatch[Any]) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
         ...
 
@@ -182,31 +187,6 @@ class DocumentIndex(LexicalBackend, Protocol):
         ...
 
 
-def search_hits(
-    backend: LexicalBackend,
-    question: str,
-    limit: int,
-    *,
-    max_tokens: int,
-    filters: Filters | None,
-) -> list[SearchHit]:
-    """BM25 top ``limit`` units for a question's first ``max_tokens`` distinct tokens, read in
-    one snapshot (units a concurrent writer removed are left out)."""
-    check_limit(limit)
-    check_limit(max_tokens, "max_tokens")
-    with backend.snapshot():
-        terms = query_terms(backend, question, max_tokens)
-        ranked = backend.rank_expression(terms, limit, filters=filters)
-        units = backend.units(unit_id for unit_id, _ in ranked)
-    return [
-        SearchHit(
-            unit_id, unit.doc_id, unit.title, unit.body, score, unit.char_start, unit.char_end
-        )
-        for unit_id, score in ranked
-        if (unit := units.get(unit_id)) is not None
-    ]
-
-
 def sentence_expansion_units(
     units: Mapping[int, Unit], profile: Profile
 ) -> dict[int, list[list[str]]]:
@@ -219,63 +199,3 @@ def sentence_expansion_units(
         unit_id: [list(sentence) for sentence in analyze_body(unit.body, profile).sentences]
         for unit_id, unit in units.items()
     }
-
-
-def alias_key(term: str, profile: Profile = "sag2") -> str:
-    """The accent-folded form of a term under which a title alias is stored."""
-    return " ".join(tokenize(fold_accents(term), profile=profile))
-
-
-def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
-    """The first distinct tokens of a checked question's analysed part, repaired by title
-    aliases when unmatched: single tokens ("sag2") or capitalised name spans ("paper")."""
-    profile = backend.settings.analyzer_profile
-    text = analysed_question(question)
-    if profile == "paper":
-        return list(dict.fromkeys(repair_name_spans(backend, text)))[:max_tokens]
-    tokens = distinct_tokens(text, max_tokens, profile=profile)
-    return list(dict.fromkeys(repair_terms(backend, tokens)))
-
-
-def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
-    """Replace each term that matches nothing by the title it is an accent alias of (§3.2)."""
-    profile = backend.settings.analyzer_profile
-    keys = {term: alias_key(term, profile) for term in terms}
-    aliases = backend.title_aliases(set(keys.values()))
-    candidates = {term: aliases[key] for term, key in keys.items() if key in aliases}
-    if not candidates:
-        return list(terms)
-    # Only terms that have an alias can change, so only they need a match count.
-    counts = backend.document_frequencies_any([*candidates, *candidates.values()])
-    return [
-        candidates[term]
-        if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
-        else term
-        for term in terms
-    ]
-
-
-def repair_name_spans(backend: LexicalBackend, question: str) -> list[str]:
-    """The question's tokens after the paper's repair: each capitalised name span that matches
-    nothing, and whose accent-folded form is a title's alias that matches, becomes that
-    title's tokens, each a separate term ("Jose Cancela" -> those of "José Cancela")."""
-    text = unicodedata.normalize("NFKC", question)
-    spans = name_runs(text, "paper")
-    phrases = {span: " ".join(tokenize(text[span[0] : span[1]], profile="paper")) for span in spans}
-    keys = {span: alias_key(text[span[0] : span[1]], "paper") for span in spans}
-    aliases = backend.title_aliases(set(keys.values()))
-    titles = {span: aliases[key] for span, key in keys.items() if key in aliases}
-    # Only spans with an alias can change, so only they and their titles need a match count.
-    looked_up = [term for span, title in titles.items() for term in (phrases[span], title)]
-    counts = backend.document_frequencies_any(term for term in looked_up if term)
-    tokens: list[str] = []
-    position = 0
-    for span in spans:
-        tokens += tokenize(text[position : span[0]], profile="paper")
-        title = titles.get(span)
-        if title is not None and counts.get(phrases[span], 0) == 0 and counts[title] > 0:
-            tokens += title.split(" ")
-        else:
-            tokens += phrases[span].split(" ") if phrases[span] else []
-        position = span[1]
-    return tokens + tokenize(text[position:], profile="paper")

@@ -1,6 +1,6 @@
 """Merging postings segments, so many small writes do not leave reads one seek per write.
 
-Each write transaction adds a segment (_postings.py). Past ``MAX_SEGMENTS`` the smallest
+Each write transaction adds a segment (postings.py). Past ``MAX_SEGMENTS`` the smallest
 ``FAN_IN`` are merged into one, dropping deleted units; ``SQLiteIndex.optimize`` merges
 until ``FAN_IN`` remain. Small segments are merged most often, so a posting is rewritten
 about log_FAN_IN(N / batch) times over an index's life.
@@ -12,8 +12,15 @@ import sqlite3
 
 import numpy as np
 
-from . import _postings
-from ._postings import BUCKETS, TERM_SEPARATOR, Ints, UnitPostings
+from .postings import (
+    BUCKETS,
+    TERM_SEPARATOR,
+    Ints,
+    UnitPostings,
+    bucket_array,
+    decode,
+    write_segment,
+)
 
 MAX_SEGMENTS = 128
 FAN_IN = 8
@@ -70,7 +77,7 @@ def merge(connection: sqlite3.Connection, segments: list[int]) -> None:
     order = np.argsort(merged_ids)
     merged_ids, lengths = merged_ids[order], np.concatenate(live_lengths)[order]
     postings = _live_postings(names, units, freqs, merged_ids, lengths)
-    _postings.write_segment(connection, postings, merged_ids.tolist())
+    write_segment(connection, postings, merged_ids.tolist())
 
 
 def _read_segment(
@@ -88,8 +95,8 @@ def _read_segment(
     for terms, counts, gaps, weights in connection.execute(_ROWS_SQL, (start, start + BUCKETS)):
         for name, (low, high) in zip(terms.split(TERM_SEPARATOR), _spans(counts), strict=True):
             names.append(name)
-            units.append(_postings.decode(gaps, gap_size, low, high).cumsum() + base)
-            freqs.append(_postings.decode(weights, freq_size, low, high))
+            units.append(decode(gaps, gap_size, low, high).cumsum() + base)
+            freqs.append(decode(weights, freq_size, low, high))
     return (
         np.frombuffer(ids, dtype="<i8").astype(np.int64),
         np.frombuffer(lengths, dtype="<u4").astype(np.int64),
@@ -118,7 +125,7 @@ def _live_postings(
     terms = vocabulary.tolist()
     return UnitPostings(
         terms,
-        _postings.bucket_array(terms),
+        bucket_array(terms),
         term_ids[live],
         positions[live],
         all_freqs[live],

@@ -2,7 +2,7 @@
 
 FTS5 scores a row for ``p1 OR p2 ...`` as 0.0 + c(p1) + c(p2) + ... in phrase order, each
 c(p) = idf(p) * F(k1 + 1) / (F + k1 (1 - b + b |D| / avgdl)) (bm25.py). Here c(p) is computed
-for all of a token's units at once from its postings (_postings.py), and for a multiword
+for all of a token's units at once from its postings (postings.py), and for a multiword
 phrase by FTS5 itself (a one-phrase query returns exactly c(p)), then summed into a dense
 array in the same order: the scores are FTS5's, bit for bit, and only the units of the
 terms asked are ever touched. Ranking is score descending, then unit id.
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from . import _postings
-from ._schema import BM25_SCORE
-from .bm25 import K1, B, idf
+from ..bm25 import K1, B, idf
 from .fts import quote_term
+from .postings import read_postings
+from .schema import BM25_SCORE
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -107,7 +107,7 @@ class ArrayScorer:
                 self._cache.move_to_end(term)
         missing = [t for t in dict.fromkeys(terms) if t not in found]
         tokens = [t for t in missing if " " not in t]
-        postings = _postings.read_postings(connection, tokens) if tokens else {}
+        postings = read_postings(connection, tokens) if tokens else {}
         computed = {t: token_contribution(stats, *postings[t]) for t in postings}
         for term in missing:
             if term not in computed:

@@ -1,10 +1,10 @@
 """Metadata filter expressions compiled for PostgreSQL: bound SQL over ``d.metadata`` (jsonb).
 
-The semantics are those of `filters.compile_sqlite` (documented in `filters.py`): equality and
-membership within each value's own JSON type, ``None`` meaning missing or null, ranges within
-numbers or within strings (by code point), and $ne / $nin as exact negations. Every path and
-value is a named bound parameter; casts sit inside ``CASE`` so a value of another JSON type is
-never cast.
+The semantics are those of the SQLite compiler (``backends/sqlite/filters.py``; documented in
+``filters.py``): equality and membership within each value's own JSON type, ``None`` meaning
+missing or null, ranges within numbers or within strings (by code point), and $ne / $nin as
+exact negations. Every path and value is a named bound parameter; casts sit inside ``CASE`` so
+a value of another JSON type is never cast.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import sql
 
-from .filters import COMPARISONS, AllOf, Condition, FilterExpr, Scalar, key_segments
+from ...filters import COMPARISONS, AllOf, Condition, FilterExpr, Scalar, key_segments
 
 
 class _Parameters:
