@@ -1,6 +1,6 @@
 """Hostile questions through the whole engine: a result or InvalidInputError, never a hang.
 
-Index-level hostile questions live in tests/test_index_hostile.py; these go through
+Index-level hostile questions live in tests/backends/test_index_hostile.py; these go through
 `SAG2Engine.retrieve`, so every round (BM25, judging, expansion, diversity, source mapping)
 sees the hostile text. Each retrieval runs in a thread with a deadline, so a hang fails.
 """

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sag2_retrievers.judges.learned_training import (
+
+from benchmarks.learned_training import (
     RecordingJudge,
     collect_requests,
     labelled_examples,
 )
-
 from sag2_retrievers import Document, SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.errors import JudgeConfigurationError
 from sag2_retrievers.eval.datasets import load_questions

@@ -4,7 +4,8 @@ Each rejected document must raise InvalidInputError naming it (or the file and l
 fields and metadata are refused when the Document is built, so a batch built lazily stops
 there and must leave the index exactly as it was; each accepted one must index and search
 normally. Document-construction checks (empty text, non-string fields, NUL, the size limit)
-and the basic rejected-batch cases are in tests/test_documents.py and tests/test_index.py.
+and the basic rejected-batch cases are in tests/core/test_documents.py and
+tests/backends/test_index.py.
 """
 
 from __future__ import annotations

@@ -13,8 +13,7 @@ from sag2_retrievers import Document, IndexSettings, SQLiteIndex
 from sag2_retrievers.backends.ingest import unit_token_texts
 from sag2_retrievers.eval import load_corpus
 from sag2_retrievers.text import FTS_TOKENIZERS, PROFILES, Profile, fts5_terms, tokenize
-
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 SHARED_CORPORA = (
     SHARED_DATA / "musique" / "hipporag_musique_train_fixture_corpus.json",

@@ -1,5 +1,5 @@
 """FTS5's idf as the array scorer uses it (the scores themselves are checked against FTS5 in
-tests/test_array_scores.py)."""
+tests/backends/test_array_scores.py)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import pytest
 from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REPOSITORY = "https://github.com/sag2-retrievers/sag2-retrievers"
 READMES = [
     ROOT / "README.md",

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from sag2_retrievers import Document, RetrievalResult, SAG2Engine, SQLiteIndex
-from sag2_retrievers import index as index_module
+from sag2_retrievers.backends.sqlite import index as index_module
 from sag2_retrievers.backends.sqlite.fts import or_expression
 from sag2_retrievers.backends.sqlite.schema import SEARCH_SQL
 from sag2_retrievers.judges import OverlapJudge
