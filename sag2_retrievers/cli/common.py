@@ -148,7 +148,7 @@ def _judge_name(args: argparse.Namespace) -> str:
 def existing_index(db: str) -> Iterator[DocumentIndex]:
     """Open an index that must already exist (opening a missing path would create one)."""
     if is_server(db):
-        from .backends.postgres import PostgresIndex
+        from ..backends.postgres import PostgresIndex
 
         with PostgresIndex(db, create=False) as server_index:
             yield server_index

@@ -96,7 +96,7 @@ def run_index(args: argparse.Namespace) -> int:
 
 def _index_on_server(args: argparse.Namespace, documents: Iterable[Document]) -> int:
     """`sag2 index` into a PostgreSQL schema (batches commit as they go, like a file)."""
-    from .backends.postgres import PostgresIndex
+    from ..backends.postgres import PostgresIndex
 
     started = time.perf_counter()
     with PostgresIndex(args.db, _requested_settings(args)) as index:
