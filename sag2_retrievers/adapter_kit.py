@@ -1,6 +1,10 @@
-"""What both framework adapters do to a batch before and after it reaches the index.
+"""The adapter kit: what both framework adapters do around the core, written once.
 
-One rule set, so LlamaIndex and LangChain ingest the same folder the same way:
+Lifecycle: `open_index` opens the given backend or an SQLite file (a temporary one when no
+path is given), `judge_or_local` falls back to the offline local judge, `precompute_judge`
+lets the judge prepare added passages, and `AdapterIndex.release` closes it all again.
+
+Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
 
 - **ids**: a document's own id is kept; without one (LangChain's ``None``, LlamaIndex's random
   UUID4) the id is its file path (metadata ``file_path``, else ``source``), with ``_part_<i>``
@@ -16,19 +20,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import uuid
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import PurePath
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from tempfile import TemporaryDirectory
 from typing import Any
 
 from .backends.base import DocumentIndex
+from .backends.sqlite import SQLiteIndex, remove_index_files
 from .documents import MAX_TITLE_CHARS
-from .errors import InvalidInputError
+from .errors import InvalidInputError, JudgeConfigurationError
 from .judges.base import Candidate, Judge
+from .judges.factory import make_judge
 from .markdown import first_h1
+from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
 MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
@@ -176,3 +185,75 @@ def precompute_judge(
     units = index.document_units(doc_ids)
     candidates = [Candidate(unit.title, unit.body) for _, unit in sorted(units.items())]
     return judge.precompute(candidates, progress=progress) if candidates else 0
+
+
+@dataclass
+class AdapterIndex:
+    """The index an adapter searches, and what releasing it must undo."""
+
+    index: DocumentIndex
+    # The SQLite file this adapter opened (None for a backend it was given), whether this
+    # opening created it, and the temporary folder holding it when no path was given.
+    path: Path | None = None
+    created: bool = False
+    scratch: TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Close the index and remove the temporary folder, if any. Idempotent."""
+        self.index.close()
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
+
+    def remove_if_created(self) -> None:
+        """Delete the index file when this opening created it (after a failed first ingest)."""
+        if self.path is not None and self.created:
+            remove_index_files(self.path)
+
+
+def open_index(
+    backend: DocumentIndex | None,
+    path: str | os.PathLike[str] | None,
+    settings: IndexSettings | None,
+    *,
+    create: bool = True,
+    path_argument: str,
+    file_name: str,
+) -> AdapterIndex:
+    """The given backend, else the SQLite file at ``path`` (in a temporary folder if None).
+
+    ``path_argument`` names the adapter's path argument in the error for passing both.
+    """
+    if backend is not None:
+        if path is not None or settings is not None:
+            raise InvalidInputError(
+                f"pass either backend= (an open index) or {path_argument}=/index_settings="
+            )
+        return AdapterIndex(backend)
+    scratch = None
+    if path is None:
+        scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
+        path = Path(scratch.name) / file_name
+    location = Path(path)
+    existed = location.exists()
+    try:
+        index = SQLiteIndex(location, settings, create=create)
+    except BaseException:
+        if scratch is not None:
+            scratch.cleanup()
+        raise
+    return AdapterIndex(index, location, not existed, scratch)
+
+
+def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:
+    """The given judge, else the offline local judge, caching its embeddings in the SQLite
+    file (in memory for another backend)."""
+    if judge is not None:
+        return judge
+    path = index.path if isinstance(index, SQLiteIndex) else None
+    try:
+        return make_judge("local", db_path=None if path is None else str(path))
+    except JudgeConfigurationError as error:
+        raise JudgeConfigurationError(
+            f"{error}; or pass judge= explicitly (for example a JEVJudge, or OverlapJudge in tests)"
+        ) from error

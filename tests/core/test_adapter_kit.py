@@ -1,4 +1,4 @@
-"""Ingest rules the adapters share (sources.py), markdown headings, and opening existing files."""
+"""The adapter kit: ingest rules both adapters share, markdown headings, opening files."""
 
 from __future__ import annotations
 
@@ -19,10 +19,7 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.errors import IndexSettingsMismatchError
-from sag2_retrievers.judges.fake import OverlapJudge
-from sag2_retrievers.markdown import find_headings, first_h1, unit_heading
-from sag2_retrievers.sources import (
+from sag2_retrievers.adapter_kit import (
     SourceRecord,
     content_id,
     document_title,
@@ -30,6 +27,9 @@ from sag2_retrievers.sources import (
     plan_ingest,
     precompute_judge,
 )
+from sag2_retrievers.errors import IndexSettingsMismatchError
+from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.markdown import find_headings, first_h1, unit_heading
 
 MANUAL = """# Pump manual
 
