@@ -80,7 +80,7 @@ async def run_context_variant(
     The default local variant ignores context, so its "no context" row equals H=2 by
     construction; this pair shows what shared context changes for a judge that reads it.
     """
-    from sag2_retrievers.judges.local import LocalJudge
+    from sag2_retrievers.judges.similarity import LocalJudge
 
     judge = LocalJudge("question+context", cache_path=str(index.path))
     reports = {}

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from _common import SHARED_DATA, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
+from learned_training import Examples, collect_requests, labelled_examples
 
 from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions
@@ -39,8 +40,7 @@ from sag2_retrievers.judges.learned import (
     evidence_features,
     fit_model,
 )
-from sag2_retrievers.judges.learned_training import Examples, collect_requests, labelled_examples
-from sag2_retrievers.judges.local import LocalJudge
+from sag2_retrievers.judges.similarity import LocalJudge
 
 HOTPOT = SHARED_DATA / "hotpotqa"
 TRAIN_SETS = (

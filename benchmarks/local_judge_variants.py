@@ -6,7 +6,7 @@
 `fit` chooses the context weight of the "question+context" variant by SAG2 (H=2) R@10 on the
 100 train-fixture questions, then fits each variant's logistic calibration (slope, intercept)
 on every judgment SAG2 asks of it there, labelled by MuSiQue's is_supporting; paste the printed
-constants into sag2_retrievers/judges/local.py. `evaluate` reports R@k and AE@10 of BM25 and of
+constants into sag2_retrievers/judges/similarity.py. `evaluate` reports R@k and AE@10 of BM25 and of
 each variant at H=0 (BM25 top-100 ranked by the judge) and with expansion rounds. The dev
 questions are never used for fitting. Indexes and the embedding cache live in --work.
 """
@@ -33,10 +33,10 @@ from sag2_retrievers.eval.datasets import (
     pool_corpus,
 )
 from sag2_retrievers.eval.metrics import QuestionResult, summarize
-from sag2_retrievers.judges import local
+from sag2_retrievers.judges import similarity
 from sag2_retrievers.judges._embeddings import MiniLMEncoder, Vectors
 from sag2_retrievers.judges.base import JudgeRequest
-from sag2_retrievers.judges.local import CALIBRATIONS, LocalJudge, Variant
+from sag2_retrievers.judges.similarity import CALIBRATIONS, LocalJudge, Variant
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "musique"
 SPLITS = {
@@ -144,7 +144,7 @@ def choose_context_weight(split: Split, cache: Path, encoder: MiniLMEncoder) -> 
     """The grid weight with the best H=2 R@10 on the split (the smallest on ties)."""
     best = (-1.0, 0.0)
     for weight in CONTEXT_WEIGHT_GRID:
-        local.CONTEXT_WEIGHT = weight  # read by the judge at scoring time
+        similarity.CONTEXT_WEIGHT = weight  # read by the judge at scoring time
         judge = LocalJudge("question+context", cache_path=cache, encoder=encoder)
         results, _, _ = engine_results(split, judge, hops=2)
         print(row(f"question+context, weight {weight}, H=2", results), flush=True)
@@ -159,8 +159,8 @@ def fit(work: Path, data: Path) -> None:
     encoder = MiniLMEncoder()
     cache = work / "embeddings.sqlite"
     print("| train, fitting | R@2 | R@5 | R@10 | AE@10 | |\n|---|---|---|---|---|---|")
-    local.CONTEXT_WEIGHT = choose_context_weight(split, cache, encoder)
-    print(f"\nCONTEXT_WEIGHT = {local.CONTEXT_WEIGHT}")
+    similarity.CONTEXT_WEIGHT = choose_context_weight(split, cache, encoder)
+    print(f"\nCONTEXT_WEIGHT = {similarity.CONTEXT_WEIGHT}")
     gold = {q.question: set(q.gold) for q in split.questions}
     for variant in VARIANTS:
         judge = RecordingJudge(variant, cache, encoder)

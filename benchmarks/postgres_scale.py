@@ -26,9 +26,9 @@ from _common import KAG_QUESTIONS, git_revision, machine
 from scale import corpus_batches, file_bytes, instant_score
 
 from sag2_retrievers import Document, DocumentIndex, SAG2Engine, SQLiteIndex
+from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.eval import load_questions
 from sag2_retrievers.judges.fake import ScriptedJudge
-from sag2_retrievers.postgres import PostgresIndex
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from tests.postgres_server import server_dsn

@@ -18,11 +18,11 @@ from pathlib import Path
 from _common import TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
 
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
+from sag2_retrievers.adapter_kit import precompute_judge
 from sag2_retrievers.eval import load_corpus, load_questions
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.judges._embeddings import MiniLMEncoder
-from sag2_retrievers.judges.local import LocalJudge
-from sag2_retrievers.sources import precompute_judge
+from sag2_retrievers.judges.similarity import LocalJudge
 
 
 def first_question_seconds(index: SQLiteIndex, judge: LocalJudge, question: str) -> float:

@@ -1,7 +1,7 @@
 """sag2-retrievers: SAG2 multi-hop retrieval over one SQLite FTS5 file with a query-time judge."""
 
-from ._schema import IndexSettings
-from .backend import DocumentIndex, Filters, LexicalBackend
+from .backends.base import DocumentIndex, Filters, LexicalBackend, SearchHit
+from .backends.sqlite import SQLiteIndex
 from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
@@ -15,9 +15,9 @@ from .errors import (
     RemoteJudgeRefusedError,
     SAG2Error,
 )
-from .index import SearchHit, SQLiteIndex
 from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
+from .settings import IndexSettings
 
 __version__ = "0.1.0"
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .backend import DocumentIndex
+from .adapter_kit import document_title
+from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
-from .sources import document_title
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
@@ -50,7 +50,7 @@ def read_folder(folder: Path, warn: Callable[[str], None]) -> Iterator[Document]
     """Yield the documents of every .txt/.md/.json/.jsonl file under ``folder``, in path order.
 
     Corpus files (.json, .jsonl) are read as `read_corpus` reads them. Each text file is one
-    document by the rules the framework adapters follow (sources.py): its id is its path,
+    document by the rules the framework adapters follow (adapter_kit.py): its id is its path,
     its title its markdown H1 or else its file name; blank files are skipped, each with a
     warning. Other files are ignored.
     """

@@ -13,14 +13,13 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from .backend import Filters, LexicalBackend, query_terms
+from .backends.base import Filters, LexicalBackend
 from .config import SAG2Config
 from .diversity import cosine_matrix, greedy_dpp_order, local_df, tfidf_vectors, word_tokens
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
 from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
 from .filters import parse_filters
-from .index import check_limit
 from .judges.base import (
     ALLOW_REMOTE_ENV,
     Candidate,
@@ -31,7 +30,7 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
-from .questions import analysed_question, check_question
+from .query import analysed_question, check_limit, check_question, query_terms
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .text import Profile, tokenize
 

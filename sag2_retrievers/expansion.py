@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .backend import Filters, LexicalBackend
+from .backends.base import Filters, LexicalBackend
 
 
 @dataclass(frozen=True)

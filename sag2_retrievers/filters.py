@@ -1,4 +1,4 @@
-"""Metadata filters: one validated expression tree, parsed from dicts, compiled to bound SQL.
+"""Metadata filters: one validated expression tree, parsed from dicts; each backend compiles it.
 
 Two input forms are accepted and may be mixed:
 
@@ -24,15 +24,15 @@ Values and their semantics:
 - rejected: NaN and infinities, integers outside SQLite's 64-bit range, strings holding NUL,
   other types, empty ``$and``/``$or`` lists, and nesting deeper than `MAX_DEPTH` groups.
 
-Every value and path is bound as an SQL parameter; only fixed SQL text is ever assembled.
+Each backend's compiler (``backends/*/filters.py``) binds every value and path as an SQL
+parameter; only fixed SQL text is ever assembled.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -46,12 +46,7 @@ MAX_LIST_VALUES = 10_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _SEGMENT = r'(?:[A-Za-z_][A-Za-z0-9_]*|"[^"\x00]+")'
 KEY_PATTERN = re.compile(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
-_SEGMENTS = re.compile(_SEGMENT)
-_METADATA = "documents.metadata"
-# json_type() as a two-valued expression: a missing path gives 'missing', never NULL, so
-# NOT (...) of any condition below is exact.
-_TYPE = f"ifnull(json_type({_METADATA}, ?), 'missing')"
-_VALUE = f"json_extract({_METADATA}, ?)"
+SEGMENTS = re.compile(_SEGMENT)
 
 
 @dataclass(frozen=True)
@@ -224,58 +219,6 @@ def _check_tree(expr: FilterExpr, depth: int) -> None:
             _check_tree(clause, depth + 1)
 
 
-def compile_sqlite(expr: FilterExpr) -> tuple[str, list[object]]:
-    """A SQL condition over ``documents.metadata`` and its bound parameters, in order."""
-    if isinstance(expr, Condition):
-        return _compile_condition(expr)
-    parts = [compile_sqlite(clause) for clause in expr.clauses]
-    if not parts:
-        return ("1" if isinstance(expr, AllOf) else "0"), []
-    joiner = " AND " if isinstance(expr, AllOf) else " OR "
-    params = [param for _, part_params in parts for param in part_params]
-    return "(" + joiner.join(text for text, _ in parts) + ")", params
-
-
 def key_segments(key: str) -> tuple[str, ...]:
     """The labels of a validated key's path: ``source."file.name"`` -> ("source", "file.name")."""
-    return tuple(segment.strip('"') for segment in _SEGMENTS.findall(key))
-
-
-def json_path(key: str) -> str:
-    """The SQLite JSON path of a validated key: ``source.name`` -> ``$.source.name``."""
-    return "$" + "".join("." + segment for segment in _SEGMENTS.findall(key))
-
-
-def _compile_condition(condition: Condition) -> tuple[str, list[object]]:
-    """One condition's SQL: equality and membership are type-exact, ranges type-restricted."""
-    path = json_path(condition.key)
-    op, value = condition.op, condition.value
-    if op in COMPARISONS:
-        assert isinstance(value, (str, int, float))
-        types = "('text')" if isinstance(value, str) else "('integer', 'real')"
-        text = f"({_TYPE} IN {types} AND {_VALUE} {COMPARISONS[op]} ?)"
-        return text, [path, path, value]
-    values = value if isinstance(value, tuple) else (value,)
-    text, params = _matches_any(path, values)
-    return (f"NOT {text}" if op in ("$ne", "$nin") else text), params
-
-
-def _matches_any(path: str, values: Sequence[Scalar]) -> tuple[str, list[object]]:
-    """Whether the key's value equals one of the values, each compared within its own type."""
-    parts: list[str] = []
-    params: list[object] = []
-    if any(value is None for value in values):
-        parts.append(f"{_TYPE} IN ('missing', 'null')")
-        params.append(path)
-    booleans = sorted({"true" if v else "false" for v in values if isinstance(v, bool)})
-    if booleans:
-        parts.append(f"{_TYPE} IN (SELECT value FROM json_each(?))")
-        params.extend([path, json.dumps(booleans)])
-    for kind, types in ((str, "('text')"), ((int, float), "('integer', 'real')")):
-        group = [v for v in values if isinstance(v, kind) and not isinstance(v, bool)]
-        if group:
-            parts.append(f"({_TYPE} IN {types} AND {_VALUE} IN (SELECT value FROM json_each(?)))")
-            params.extend([path, path, json.dumps(group, ensure_ascii=False)])
-    if not parts:
-        return "0", []
-    return "(" + " OR ".join(parts) + ")", params
+    return tuple(segment.strip('"') for segment in SEGMENTS.findall(key))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 HEADING_SEPARATOR = " > "
-# Recorded in the index meta (see _schema.HEADING_RULE): changing this parser changes results.
+# Recorded in the index meta (see settings.HEADING_RULE): changing this parser changes results.
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _LINE = re.compile(r"[^\n]*\n?")

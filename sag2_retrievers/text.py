@@ -3,7 +3,7 @@
 One analyzer serves indexing, questions and expansion terms, so a term always matches the
 tokens it was derived from. Han text goes through jieba (HMM on). Latin-script
 runs are tokenised by a regular expression: dotted and hyphenated runs stay whole and also
-give their parts. On ASCII text this yields exactly jieba's tokens (tests/test_text.py proves
+give their parts. On ASCII text this yields exactly jieba's tokens (tests/core/test_text.py proves
 it on generated and real text) at a fraction of the cost: jieba's dictionary holds no
 lowercase ASCII word but "c++" and "c#". Other scripts (Cyrillic, Greek, Devanagari, kana...)
 give runs of letters, digits and marks, where jieba would emit single characters.

@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import LexicalBackend
+from .backends.base import LexicalBackend
 from .documents import Unit
 from .results import RetrievalResult, RoundTrace
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.documents import Document
-from sag2_retrievers.index import SQLiteIndex
 from tests.postgres_server import PostgresServer, find_bindir, start_server
 
 SHARED_DATA = Path(os.environ.get("SAG2_SHARED_DATA", "/work/shared/data"))

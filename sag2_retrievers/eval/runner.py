@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..backend import DocumentIndex, SearchHit
+from ..backends.base import DocumentIndex, SearchHit
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..errors import InvalidInputError

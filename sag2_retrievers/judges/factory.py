@@ -120,6 +120,6 @@ def _learned_judge(db_path: str | None) -> Judge:
 
 def _local_judge(db_path: str | None) -> Judge:
     """The offline similarity judge, imported lazily because its dependencies are optional."""
-    from .local import LocalJudge
+    from .similarity import LocalJudge
 
     return LocalJudge(cache_path=db_path)

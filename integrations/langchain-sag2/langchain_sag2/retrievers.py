@@ -6,7 +6,6 @@ import asyncio
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -23,23 +22,29 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_vali
 
 from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers import (
+    DocumentIndex,
+    Filters,
     IndexSettings,
     InvalidInputError,
     Judge,
-    JudgeConfigurationError,
     RetrievalResult,
     RetrievedUnit,
     RoundTrace,
     SAG2Config,
     SAG2Engine,
     SAG2Error,
-    SQLiteIndex,
 )
-from sag2_retrievers.backend import DocumentIndex
-from sag2_retrievers.index import Filters, remove_index_files
+from sag2_retrievers.adapter_kit import (
+    AdapterIndex,
+    SourceRecord,
+    document_title,
+    judge_or_local,
+    open_index,
+    plan_ingest,
+    precompute_judge,
+)
 from sag2_retrievers.markdown import HEADING_SEPARATOR
 from sag2_retrievers.results import why_empty
-from sag2_retrievers.sources import SourceRecord, document_title, plan_ingest, precompute_judge
 
 from .judges import as_judge, judge_callbacks
 
@@ -221,9 +226,8 @@ class SAG2Retriever(BaseRetriever):
         """A LangChain chat model given as the judge is wrapped in a LangChainJudge."""
         return as_judge(judge)
 
-    _index: DocumentIndex = PrivateAttr()
+    _opened: AdapterIndex = PrivateAttr()
     _engine: SAG2Engine = PrivateAttr()
-    _scratch: tempfile.TemporaryDirectory[str] | None = PrivateAttr(default=None)
     _closed: bool = PrivateAttr(default=False)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -231,31 +235,27 @@ class SAG2Retriever(BaseRetriever):
         super().model_post_init(context)
         if self.units_per_document is not None:
             self.config = self.config.with_changes(units_per_document=self.units_per_document)
-        self._index = self._open_index()
+        self._opened = open_index(
+            self.backend,
+            self.db_path,
+            self.index_settings,
+            create=self.create,
+            path_argument="db_path",
+            file_name="index.sqlite",
+        )
+        if self.backend is None:
+            self.db_path = self._opened.path
         try:
-            if self.judge is None:
-                self.judge = _local_judge(self.db_path)
+            self.judge = judge_or_local(self.judge, self._opened.index)
             self._engine = SAG2Engine(
-                self._index, self.judge, self.config, allow_remote_judges=self.allow_remote_judges
+                self._opened.index,
+                self.judge,
+                self.config,
+                allow_remote_judges=self.allow_remote_judges,
             )
         except BaseException:
             self._release()
             raise
-
-    def _open_index(self) -> DocumentIndex:
-        """The given backend, else the SQLite file at ``db_path`` (a temporary one if None)."""
-        if self.backend is not None:
-            if self.db_path is not None or self.index_settings is not None:
-                raise InvalidInputError(
-                    "pass either backend= (an open index) or db_path=/index_settings="
-                )
-            return self.backend
-        if self.db_path is None:
-            self._scratch = tempfile.TemporaryDirectory(
-                prefix="sag2-langchain-", ignore_cleanup_errors=True
-            )
-            self.db_path = Path(self._scratch.name) / "index.sqlite"
-        return SQLiteIndex(self.db_path, self.index_settings, create=self.create)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -299,14 +299,12 @@ class SAG2Retriever(BaseRetriever):
         When this call created the index file and the ingest fails, the file is removed.
         """
         path = None if db_path is None else Path(db_path)
-        existed = path is not None and path.exists()
         retriever = cls(db_path=path, judge=as_judge(judge), **kwargs)
         try:
             retriever.add_documents(documents, ids)
         except BaseException:
             retriever.close()
-            if path is not None and not existed:
-                remove_index_files(path)
+            retriever._opened.remove_if_created()
             raise
         return retriever
 
@@ -316,7 +314,7 @@ class SAG2Retriever(BaseRetriever):
     def index(self) -> DocumentIndex:
         """The underlying index, for stats, ``optimize()`` or reading stored documents."""
         self._require_open()
-        return self._index
+        return self._opened.index
 
     def add_documents(
         self, documents: Iterable[Document], ids: Sequence[str] | None = None
@@ -337,18 +335,18 @@ class SAG2Retriever(BaseRetriever):
             for doc_id, document in zip(given, batch, strict=True)
         ]
         planned = plan_ingest(records, skip_empty=self.skip_empty)
-        self._index.add_documents(
+        self._opened.index.add_documents(
             [self._source_document(doc_id, batch[position]) for position, doc_id in planned]
         )
         doc_ids = [doc_id for _, doc_id in planned]
         if self.precompute_judge and doc_ids and self.judge is not None:
-            precompute_judge(self._index, self.judge, doc_ids)
+            precompute_judge(self._opened.index, self.judge, doc_ids)
         return doc_ids
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents (with all their chunks) by id; returns how many were stored."""
         self._require_open()
-        removed: int = self._index.delete(ids)
+        removed: int = self._opened.index.delete(ids)
         return removed
 
     def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
@@ -429,7 +427,9 @@ class SAG2Retriever(BaseRetriever):
     def _unit_sources(self, traces: Sequence[RoundTrace]) -> dict[int, str]:
         """The source document id of every unit the rounds name as seeds or new candidates."""
         unit_ids = {u for trace in traces for u in (*trace.seeds, *trace.new_candidates)}
-        return {unit_id: unit.doc_id for unit_id, unit in self._index.units(unit_ids).items()}
+        return {
+            unit_id: unit.doc_id for unit_id, unit in self._opened.index.units(unit_ids).items()
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -465,9 +465,7 @@ class SAG2Retriever(BaseRetriever):
 
     def _release(self) -> None:
         """Close this thread's index connection and remove the temporary directory, if any."""
-        self._index.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
+        self._opened.release()
 
     def _open_engine(self) -> SAG2Engine:
         """The engine, or an error when the retriever was closed."""
@@ -495,22 +493,6 @@ def _splitter_heading(metadata: Mapping[str, Any]) -> str:
         and (match := _SPLITTER_HEADER.fullmatch(key))
     )
     return HEADING_SEPARATOR.join(value for _, value in levels)
-
-
-def _local_judge(db_path: Path | None) -> Judge:
-    """The offline local judge, caching embeddings in the index file (in memory for another
-    backend); imported lazily."""
-    try:
-        from sag2_retrievers.judges.factory import make_judge
-
-        judge: Judge = make_judge("local", db_path=None if db_path is None else str(db_path))
-    except ImportError as error:
-        raise JudgeConfigurationError(
-            f"no judge was given and the offline local judge is unavailable ({error}); "
-            'install "sag2-retrievers[local]" or pass judge=..., for example '
-            "sag2_retrievers.judges.OverlapJudge() in tests"
-        ) from error
-    return judge
 
 
 def _given_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str | None]:

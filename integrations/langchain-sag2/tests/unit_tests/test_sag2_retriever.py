@@ -452,7 +452,7 @@ def test_missing_local_judge_is_a_configuration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a judge and without the local judge installed, the error says what to do."""
-    monkeypatch.setitem(sys.modules, "sag2_retrievers.judges.factory", None)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(JudgeConfigurationError, match=r"pass judge=") as caught:
         SAG2Retriever(db_path=tmp_path / "n.sqlite")
     assert "sag2-retrievers[local]" in str(caught.value)

@@ -7,7 +7,6 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from tempfile import TemporaryDirectory
 from typing import Any, cast
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -23,16 +22,15 @@ from llama_index.core.vector_stores.types import MetadataFilters
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import (
     DocumentIndex,
+    Filters,
     IndexSettings,
     InvalidInputError,
     Judge,
-    JudgeConfigurationError,
     SAG2Config,
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.index import Filters, remove_index_files
-from sag2_retrievers.sources import precompute_judge
+from sag2_retrievers.adapter_kit import AdapterIndex, judge_or_local, open_index, precompute_judge
 
 from .events import round_reporter
 from .filters import to_core_filters
@@ -63,8 +61,8 @@ class SAG2Retriever(BaseRetriever):
     ``end_char_idx`` in that document's text.
 
     Args:
-        sqlite_index: the open SAG2 index: a `SQLiteIndex` (what `from_defaults` builds
-            from nodes) or any `DocumentIndex` backend, such as a `PostgresIndex`.
+        backend: the open SAG2 index: a `SQLiteIndex` (what `from_defaults` builds from
+            nodes) or any other `DocumentIndex` backend, such as a `PostgresIndex`.
         judge: the evidence judge, or a LlamaIndex LLM (wrapped in `LlamaIndexLLMJudge`); None
             loads the offline local judge (no network, no key).
         config: SAG2 parameters; the judge's texts are also exposed as prompts.
@@ -88,7 +86,7 @@ class SAG2Retriever(BaseRetriever):
 
     def __init__(
         self,
-        sqlite_index: DocumentIndex,
+        backend: DocumentIndex,
         judge: Judge | LLM | None = None,
         config: SAG2Config | None = None,
         *,
@@ -113,12 +111,12 @@ class SAG2Retriever(BaseRetriever):
         self.skip_empty = skip_empty
         self.precompute_judge = precompute_judge
         self._engine = SAG2Engine(
-            sqlite_index,
-            _judge_or_local(judge, _cache_path(sqlite_index)),
+            backend,
+            judge_or_local(as_judge(judge), backend),
             config,
             allow_remote_judges=allow_remote_judges,
         )
-        self._scratch: TemporaryDirectory[str] | None = None
+        self._opened = AdapterIndex(backend)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def __repr__(self) -> str:
@@ -163,20 +161,16 @@ class SAG2Retriever(BaseRetriever):
         """
         sources = _source_nodes(nodes, documents, index, docstore)
         batch = to_core_documents(sources, title_key, skip_empty=skip_empty)
-        scratch: TemporaryDirectory[str] | None = None
-        if backend is not None:
-            if persist_path is not None or index_settings is not None:
-                raise InvalidInputError(
-                    "pass either backend= (an open index) or persist_path=/index_settings="
-                )
-            opened: DocumentIndex = backend
-        else:
-            path, scratch = _index_location(persist_path)
-            existed = path.exists()
-            opened = SQLiteIndex(path, index_settings)
+        opened = open_index(
+            backend,
+            persist_path,
+            index_settings,
+            path_argument="persist_path",
+            file_name=INDEX_FILE,
+        )
         try:
             retriever = cls(
-                opened,
+                opened.index,
                 judge,
                 config,
                 similarity_top_k=similarity_top_k,
@@ -189,14 +183,13 @@ class SAG2Retriever(BaseRetriever):
                 precompute_judge=precompute_judge,
                 units_per_document=units_per_document,
             )
+            retriever._opened = opened
             retriever._write(batch)
         except BaseException:
             if backend is None:  # the caller's own backend stays open and theirs to close
-                opened.close()
-                if not existed:
-                    remove_index_files(path)  # a failed first ingest leaves no empty index
+                opened.release()
+                opened.remove_if_created()  # a failed first ingest leaves no empty index
             raise
-        retriever._scratch = scratch
         return retriever
 
     @classmethod
@@ -405,10 +398,7 @@ class SAG2Retriever(BaseRetriever):
 
     def _release_index(self) -> None:
         """Close the index connection and remove the temporary index, if any."""
-        self.index.close()
-        if self._scratch is not None:
-            self._scratch.cleanup()
-            self._scratch = None
+        self._opened.release()
 
     def __enter__(self) -> SAG2Retriever:
         return self
@@ -448,39 +438,6 @@ def _source_nodes(
     if docstore is not None:
         return list(docstore.docs.values())
     return [*(nodes or ()), *(documents or ())]
-
-
-def _index_location(
-    persist_path: str | os.PathLike[str] | None,
-) -> tuple[Path, TemporaryDirectory[str] | None]:
-    """The index file's path, and the temporary directory holding it when none was given."""
-    if persist_path is not None:
-        return Path(persist_path), None
-    scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
-    return Path(scratch.name) / INDEX_FILE, scratch
-
-
-def _cache_path(index: DocumentIndex) -> Path | None:
-    """Where the local judge caches embeddings: the SQLite file, else only in memory."""
-    return index.path if isinstance(index, SQLiteIndex) else None
-
-
-def _judge_or_local(judge: Judge | LLM | None, index_path: Path | None) -> Judge:
-    """The given judge (a LlamaIndex LLM wrapped as one), else the offline local judge."""
-    wrapped = as_judge(judge)
-    return wrapped if wrapped is not None else _local_judge(index_path)
-
-
-def _local_judge(index_path: Path | None) -> Judge:
-    """The default offline judge (``make_judge("local")``), caching embeddings in the index."""
-    from sag2_retrievers.judges.factory import make_judge
-
-    try:
-        return make_judge("local", db_path=None if index_path is None else str(index_path))
-    except JudgeConfigurationError as error:
-        raise JudgeConfigurationError(
-            f"{error}; or pass judge= explicitly (for example a JEVJudge)"
-        ) from error
 
 
 def _fixed_text(key: str, prompt: BasePromptTemplate) -> str:

@@ -27,9 +27,9 @@ from llama_index.core.schema import (
 
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
+from sag2_retrievers.adapter_kit import SourceRecord, document_title, is_random_id, plan_ingest
 from sag2_retrievers.markdown import HEADING_SEPARATOR
 from sag2_retrievers.results import why_empty
-from sag2_retrievers.sources import SourceRecord, document_title, is_random_id, plan_ingest
 
 logger = logging.getLogger(__name__)
 

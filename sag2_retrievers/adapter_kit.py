@@ -1,0 +1,259 @@
+"""The adapter kit: what both framework adapters do around the core, written once.
+
+Lifecycle: `open_index` opens the given backend or an SQLite file (a temporary one when no
+path is given), `judge_or_local` falls back to the offline local judge, `precompute_judge`
+lets the judge prepare added passages, and `AdapterIndex.release` closes it all again.
+
+Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
+
+- **ids**: a document's own id is kept; without one (LangChain's ``None``, LlamaIndex's random
+  UUID4) the id is its file path (metadata ``file_path``, else ``source``), with ``_part_<i>``
+  appended when one file gave several documents (LlamaIndex's ``filename_as_id`` convention),
+  else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
+- **empty documents** (blank text) are skipped with one warning naming them, or refused.
+- **exact repeats** (same id, text and metadata) in one batch are indexed once.
+- **titles**: the title metadata, else the text's first markdown ``# H1`` (markdown files and
+  texts without a file name), else the file name without its extension.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from tempfile import TemporaryDirectory
+from typing import Any
+
+from .backends.base import DocumentIndex
+from .backends.sqlite import SQLiteIndex, remove_index_files
+from .documents import MAX_TITLE_CHARS
+from .errors import InvalidInputError, JudgeConfigurationError
+from .judges.base import Candidate, Judge
+from .judges.factory import make_judge
+from .markdown import first_h1
+from .settings import IndexSettings
+
+PATH_KEYS = ("file_path", "source")
+MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
+NAMES_IN_WARNING = 10
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A framework document as an adapter hands it over: its own id (None when it has none
+    worth keeping), its plain text and its metadata."""
+
+    id: str | None
+    text: str
+    metadata: Mapping[str, Any]
+
+
+def is_random_id(doc_id: str) -> bool:
+    """Whether an id is a random UUID4, LlamaIndex's default, which differs on every run."""
+    try:
+        return uuid.UUID(doc_id).version == 4
+    except ValueError:
+        return False
+
+
+def plan_ingest(
+    records: Sequence[SourceRecord], *, skip_empty: bool = True
+) -> list[tuple[int, str]]:
+    """(position, document id) of each record to index, in order, by the module's rules.
+
+    Blank records are skipped with one ``UserWarning`` naming them (``skip_empty``) or refused
+    with an InvalidInputError; exact repeats are dropped.
+    """
+    _handle_empty([(p, r) for p, r in enumerate(records) if not r.text.strip()], skip_empty)
+    kept: list[int] = []
+    seen: set[str] = set()
+    for position, record in enumerate(records):
+        fingerprint = _fingerprint(record.id, record)
+        if record.text.strip() and fingerprint not in seen:
+            seen.add(fingerprint)
+            kept.append(position)
+    paths = Counter(_path(records[p].metadata) for p in kept if records[p].id is None)
+    parts: Counter[str] = Counter()
+    planned = []
+    for position in kept:
+        record = records[position]
+        planned.append((position, record.id or _derived_id(record, paths, parts)))
+    return planned
+
+
+def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter[str]) -> str:
+    """The id of a record without one: its path (numbered when shared), else a content hash."""
+    path = _path(record.metadata)
+    if path is None:
+        return content_id(record.text, record.metadata)
+    if paths[path] == 1:
+        return path
+    parts[path] += 1
+    return f"{path}_part_{parts[path] - 1}"
+
+
+def content_id(text: str, metadata: Mapping[str, Any]) -> str:
+    """A stable id from content alone: the first 32 hex digits of SHA-256 of text and metadata."""
+    digest = hashlib.sha256(_canonical([text, metadata]).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
+
+
+def _fingerprint(doc_id: str | None, record: SourceRecord) -> str:
+    """What makes two records exact repeats of each other."""
+    return _canonical([doc_id, record.text, record.metadata])
+
+
+def _canonical(value: object) -> str:
+    """JSON with sorted keys; values JSON cannot hold are written as their repr."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
+
+
+def _path(metadata: Mapping[str, Any]) -> str | None:
+    """The record's file path (or LangChain ``source``) when metadata holds a non-blank one."""
+    for key in PATH_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _handle_empty(empty: Sequence[tuple[int, SourceRecord]], skip_empty: bool) -> None:
+    """Warn once about blank records (given with their positions), naming them, or refuse."""
+    if not empty:
+        return
+    names = [display_name(record, position) for position, record in empty]
+    shown = ", ".join(names[:NAMES_IN_WARNING]) + (" ..." if len(names) > NAMES_IN_WARNING else "")
+    if not skip_empty:
+        raise InvalidInputError(
+            f"{len(empty)} document(s) have no text: {shown}; remove them, or pass "
+            "skip_empty=True to skip them with a warning"
+        )
+    warnings.warn(
+        f"skipped {len(empty)} document(s) with no text: {shown}", UserWarning, stacklevel=3
+    )
+
+
+def display_name(record: SourceRecord, position: int) -> str:
+    """How a message names a record: its file path, file name or title, else its id/position."""
+    for key in (*PATH_KEYS, "file_name", "title"):
+        value = record.metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return repr(value)
+    return repr(record.id) if record.id else f"document at position {position}"
+
+
+def document_title(text: str, metadata: Mapping[str, Any], title_key: str | None) -> str:
+    """The title to index: metadata ``title_key``, else a markdown H1, else the file name."""
+    given = metadata.get(title_key) if title_key else None
+    if isinstance(given, str) and given.strip():
+        return given
+    name = _file_name(metadata)
+    if name is None or PurePath(name).suffix.lower() in MARKDOWN_SUFFIXES:
+        heading = first_h1(text)
+        if heading:
+            return heading[:MAX_TITLE_CHARS]
+    if name is None:
+        return ""
+    stem = PurePath(name).stem if PurePath(name).suffix else name
+    return " ".join(stem.replace("_", " ").split())[:MAX_TITLE_CHARS]
+
+
+def _file_name(metadata: Mapping[str, Any]) -> str | None:
+    """The file name from ``file_name``, else from a path (URLs have no file name)."""
+    name = metadata.get("file_name")
+    if isinstance(name, str) and name.strip():
+        return name
+    path = _path(metadata)
+    if path is None or "://" in path:
+        return None
+    return PurePath(path).name or None
+
+
+def precompute_judge(
+    index: DocumentIndex, judge: Judge, doc_ids: Sequence[str], *, progress: bool = True
+) -> int:
+    """Let the judge prepare the passages it will be shown for these documents' units.
+
+    Returns how many passages the judge prepared (0 for judges with nothing to prepare).
+    """
+    units = index.document_units(doc_ids)
+    candidates = [Candidate(unit.title, unit.body) for _, unit in sorted(units.items())]
+    return judge.precompute(candidates, progress=progress) if candidates else 0
+
+
+@dataclass
+class AdapterIndex:
+    """The index an adapter searches, and what releasing it must undo."""
+
+    index: DocumentIndex
+    # The SQLite file this adapter opened (None for a backend it was given), whether this
+    # opening created it, and the temporary folder holding it when no path was given.
+    path: Path | None = None
+    created: bool = False
+    scratch: TemporaryDirectory[str] | None = field(default=None, repr=False)
+
+    def release(self) -> None:
+        """Close the index and remove the temporary folder, if any. Idempotent."""
+        self.index.close()
+        if self.scratch is not None:
+            self.scratch.cleanup()
+            self.scratch = None
+
+    def remove_if_created(self) -> None:
+        """Delete the index file when this opening created it (after a failed first ingest)."""
+        if self.path is not None and self.created:
+            remove_index_files(self.path)
+
+
+def open_index(
+    backend: DocumentIndex | None,
+    path: str | os.PathLike[str] | None,
+    settings: IndexSettings | None,
+    *,
+    create: bool = True,
+    path_argument: str,
+    file_name: str,
+) -> AdapterIndex:
+    """The given backend, else the SQLite file at ``path`` (in a temporary folder if None).
+
+    ``path_argument`` names the adapter's path argument in the error for passing both.
+    """
+    if backend is not None:
+        if path is not None or settings is not None:
+            raise InvalidInputError(
+                f"pass either backend= (an open index) or {path_argument}=/index_settings="
+            )
+        return AdapterIndex(backend)
+    scratch = None
+    if path is None:
+        scratch = TemporaryDirectory(prefix="sag2-", ignore_cleanup_errors=True)
+        path = Path(scratch.name) / file_name
+    location = Path(path)
+    existed = location.exists()
+    try:
+        index = SQLiteIndex(location, settings, create=create)
+    except BaseException:
+        if scratch is not None:
+            scratch.cleanup()
+        raise
+    return AdapterIndex(index, location, not existed, scratch)
+
+
+def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:
+    """The given judge, else the offline local judge, caching its embeddings in the SQLite
+    file (in memory for another backend)."""
+    if judge is not None:
+        return judge
+    path = index.path if isinstance(index, SQLiteIndex) else None
+    try:
+        return make_judge("local", db_path=None if path is None else str(path))
+    except JudgeConfigurationError as error:
+        raise JudgeConfigurationError(
+            f"{error}; or pass judge= explicitly (for example a JEVJudge, or OverlapJudge in tests)"
+        ) from error

@@ -1,0 +1,523 @@
+"""PostgresIndex: the SAG2 lexical backend on PostgreSQL, with FTS5's BM25 computed in SQL.
+
+Same documents in, same rankings out as `SQLiteIndex` (same match sets, same scores, same
+order): the analysed tokens that SQLite hands to FTS5 are stored here as postings and token
+arrays, and every ranking query is a top-k query evaluated by the server. Needs the
+``postgres`` extra (psycopg 3).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from concurrent.futures import Executor
+from contextlib import contextmanager
+from typing import Any
+
+from ...documents import Document, Unit
+from ...errors import IndexUnavailableError, InvalidInputError
+from ...filters import parse_filters
+from ...query import alias_key, check_limit, check_question, search_hits
+from ...query import query_terms as backend_query_terms
+from ...settings import IndexSettings, reconcile_settings
+from ...text import tokenize
+from ..base import Filters, SearchHit, sentence_expansion_units
+from ..ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
+from . import schema as pg
+from .filters import compile_postgres
+from .postings import (
+    BatchFrequencies,
+    DocumentFrequencies,
+    PostingRow,
+    posting_rows,
+    token_columns,
+)
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class PostgresIndex:
+    """A SAG2 index in a PostgreSQL schema: add, delete, upsert, BM25 search, df, aliases.
+
+    ``dsn`` is a libpq connection string or URL (it is never shown: passwords stay out of
+    reprs and errors). ``create=False`` refuses a schema that holds no index. Each thread has
+    its own connection; reads
+    inside `snapshot` share one REPEATABLE READ transaction, and writers are serialised by an
+    advisory lock, each call one transaction.
+    """
+
+    # Document frequencies and token totals are counted in the analysis workers.
+    unit_statistics = DocumentFrequencies()
+
+    def __init__(
+        self,
+        dsn: str,
+        settings: IndexSettings | None = None,
+        *,
+        schema: str = "sag2",
+        create: bool = True,
+    ) -> None:
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+            raise InvalidInputError(
+                f"schema must be a lowercase SQL name (letters, digits, _), got {schema!r}"
+            )
+        self._dsn = dsn
+        self.schema = schema
+        self._local = threading.local()
+        self._connections: list[Any] = []
+        self._registry_lock = threading.Lock()
+        self._closed = False
+        self._executor: Executor | None = None
+        self.settings = self._open(settings, create)
+
+    def __repr__(self) -> str:
+        return f"PostgresIndex(schema={self.schema!r}, settings={self.settings!r})"
+
+    def __enter__(self) -> PostgresIndex:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- connections and settings -------------------------------------------------------
+
+    def _connection(self) -> Any:
+        """This thread's connection (autocommit; transactions are explicit)."""
+        if self._closed:
+            raise IndexUnavailableError(f"PostgresIndex {self.schema!r} is closed; open it again")
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = _connect(self._dsn)
+            self._local.connection = connection
+            with self._registry_lock:
+                self._connections.append(connection)
+        return connection
+
+    def _sql(self, statement: str, **identifiers: str) -> Any:
+        """A statement composed for this index's schema."""
+        return pg.compose(statement, self.schema, **identifiers)
+
+    def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
+        """Check the stored settings (a read, so read replicas open), or create the schema."""
+        stored = self._stored_meta()
+        if stored:
+            return reconcile_settings(f"PostgreSQL schema {self.schema!r}", stored, requested)
+        if not create:
+            raise IndexUnavailableError(
+                f"PostgreSQL schema {self.schema!r} holds no SAG2 index; build it first "
+                "(create=True, or `sag2 index CORPUS --db postgresql://...`)"
+            )
+        with self._write() as cursor:
+            settings = reconcile_settings(
+                f"PostgreSQL schema {self.schema!r}", self._stored_meta(), requested
+            )
+            for statement in pg.CREATE_SCHEMA:
+                cursor.execute(self._sql(statement))
+            cursor.executemany(self._sql(pg.PUT_META), list(settings.as_meta().items()))
+        return settings
+
+    def _stored_meta(self) -> dict[str, str]:
+        """The meta rows of this schema, empty when it does not exist yet."""
+        if not self._fetch(pg.SCHEMA_EXISTS, (self.schema,))[0][0]:
+            return {}
+        return {str(key): str(value) for key, value in self._fetch(self._sql(pg.GET_META))}
+
+    def close(self) -> None:
+        """Close every connection this index opened. Idempotent."""
+        with self._registry_lock:
+            self._closed = True
+            for connection in self._connections:
+                connection.close()
+            self._connections = []
+        self._local.connection = None
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """One write transaction holding the index's advisory lock, as a cursor."""
+        connection = self._connection()
+        if connection.info.transaction_status != 0:
+            raise InvalidInputError("cannot write to the index inside a read snapshot")
+        with connection.transaction(), connection.cursor() as cursor:
+            cursor.execute(pg.WRITE_LOCK, (f"sag2:{self.schema}",))
+            yield cursor
+
+    # -- writing -------------------------------------------------------------------------
+
+    def add_documents(self, documents: Iterable[Document], *, parallel: bool = True) -> int:
+        """Insert or replace (by id) documents in one transaction; returns units written.
+
+        The whole batch is validated and analysed before anything is written.
+        """
+        return self.ingest([documents], parallel=parallel)
+
+    def ingest(
+        self,
+        batches: Iterable[Iterable[Document]],
+        *,
+        parallel: bool = True,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Add batches of documents, one transaction each; returns the units written.
+
+        Analysis runs in worker processes while the previous batch is written, as for SQLite.
+        """
+        executor = self._analysis_executor() if parallel else None
+        return pipelined_ingest(
+            batches, self.upsert_analysed, self.settings, self.unit_statistics, executor, on_batch
+        )
+
+    def _analysis_executor(self) -> Executor:
+        """The process pool used for analysis, created on first use."""
+        if self._executor is None:
+            self._executor = new_executor()
+        return self._executor
+
+    def upsert_analysed(
+        self, documents: Sequence[Document], analysed: PreparedBatch[BatchFrequencies]
+    ) -> int:
+        """Replace (by id) documents with their analysed units in one transaction; units written."""
+        with self._write() as cursor:
+            self._delete_ids(cursor, [document.id for document in documents])
+            rows = _unit_rows(documents, analysed.documents)
+            cursor.execute(pg.RESERVE_UNIT_IDS, (self.schema, max(len(rows), 1)))
+            unit_ids = sorted(int(row[0]) for row in cursor.fetchall())[: len(rows)]
+            self._copy_documents(cursor, documents)
+            self._copy_units(cursor, rows, unit_ids)
+            frequencies = analysed.statistics
+            self._add_df(cursor, "body_df", frequencies.body_df)
+            self._add_df(cursor, "any_df", frequencies.any_df)
+            cursor.execute(self._sql(pg.ADD_TOTALS), (len(rows), frequencies.tokens))
+        return len(rows)
+
+    def _copy_documents(self, cursor: Any, documents: Sequence[Document]) -> None:
+        """Write the document rows, with the title's phrase and alias key for lexical repair."""
+        profile = self.settings.analyzer_profile
+        with cursor.copy(self._sql(pg.COPY_DOCUMENTS)) as copy:
+            for document in documents:
+                phrase = " ".join(tokenize(document.title, profile=profile))
+                copy.write_row(
+                    (
+                        document.id,
+                        document.title,
+                        document.text,
+                        document.metadata_json,
+                        phrase,
+                        alias_key(document.title, profile),
+                    )
+                )
+
+    def _copy_units(
+        self, cursor: Any, rows: list[tuple[str, PreparedUnit]], unit_ids: list[int]
+    ) -> None:
+        """Write the units with their token arrays, then their posting rows."""
+        postings: list[PostingRow] = []
+        with cursor.copy(self._sql(pg.COPY_UNITS)) as copy:
+            for unit_id, (doc_id, unit) in zip(unit_ids, rows, strict=True):
+                columns = token_columns(unit)
+                length = sum(len(column) for column in columns)
+                copy.write_row(
+                    (
+                        unit_id,
+                        doc_id,
+                        unit.heading,
+                        unit.char_start,
+                        unit.char_end,
+                        *columns,
+                        length,
+                    )
+                )
+                postings.extend(posting_rows(unit_id, columns, length))
+        with cursor.copy(self._sql(pg.COPY_POSTINGS)) as copy:
+            for posting in postings:
+                copy.write_row(posting)
+
+    def _add_df(self, cursor: Any, table: str, counts: Counter[str]) -> None:
+        """Add (or, with negative counts, subtract) document frequencies, in a stable order."""
+        if not counts:
+            return
+        terms = sorted(counts)
+        cursor.execute(self._sql(pg.ADD_DF, table=table), (terms, [counts[term] for term in terms]))
+        cursor.execute(self._sql(pg.PRUNE_DF, table=table))
+
+    def delete(self, doc_ids: Iterable[str]) -> int:
+        """Delete documents and their units by id, in one transaction; returns documents removed."""
+        ids = list(dict.fromkeys(_string_ids(doc_ids)))
+        if not ids:
+            return 0
+        with self._write() as cursor:
+            return self._delete_ids(cursor, ids)
+
+    def _delete_ids(self, cursor: Any, doc_ids: list[str]) -> int:
+        """Remove documents (their units and postings cascade) and take back their counts."""
+        cursor.execute(self._sql(pg.DOOMED_UNITS), (doc_ids,))
+        body_df: Counter[str] = Counter()
+        any_df: Counter[str] = Counter()
+        units = tokens = 0
+        for title, heading, body, length in cursor.fetchall():
+            units += 1
+            tokens += length
+            body_df.subtract(set(" ".join(body).split()))
+            any_df.subtract(set(title) | set(heading) | set(body))
+        cursor.execute(self._sql(pg.DELETE_DOCUMENTS), (doc_ids,))
+        removed = int(cursor.rowcount)
+        self._add_df(cursor, "body_df", body_df)
+        self._add_df(cursor, "any_df", any_df)
+        cursor.execute(self._sql(pg.ADD_TOTALS), (-units, -tokens))
+        return removed
+
+    # -- reading ---------------------------------------------------------------------------
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Make this thread's reads inside the block see one state (REPEATABLE READ, re-entrant)."""
+        connection = self._connection()
+        if connection.info.transaction_status != 0:
+            yield
+            return
+        connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            yield
+        finally:
+            connection.execute("COMMIT")
+
+    def _fetch(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one read statement and fetch its rows."""
+        with self._connection().cursor() as cursor:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
+
+    def unit_count(self) -> int:
+        """N: the number of indexed units."""
+        return int(self._fetch(self._sql(pg.UNIT_COUNT))[0][0])
+
+    def document_count(self) -> int:
+        """The number of stored source documents."""
+        return int(self._fetch(self._sql(pg.DOCUMENT_COUNT))[0][0])
+
+    def search(
+        self,
+        question: str,
+        limit: int = 100,
+        *,
+        max_tokens: int = 80,
+        filters: Filters | None = None,
+    ) -> list[SearchHit]:
+        """BM25 top ``limit`` units for the question's first ``max_tokens`` distinct tokens."""
+        return search_hits(self, question, limit, max_tokens=max_tokens, filters=filters)
+
+    def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
+        """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
+        check_question(question)
+        return backend_query_terms(self, question, max_tokens)
+
+    def rank_expression(
+        self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
+        check_limit(limit)
+        phrases = _phrases(dict.fromkeys(term for term in terms if term))
+        if not phrases or limit == 0:
+            return []
+        condition, values = _filter_condition(self.schema, filters)
+        statement = pg.compose(pg.SEARCH, self.schema, filters=condition)
+        rows = self._fetch(statement, {"phrases": phrases, "limit": limit, **values})
+        return [(int(unit_id), float(score)) for unit_id, score in rows]
+
+    def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
+        """BM25 of the OR of the distinct terms for the given units; units matching no term
+        are absent (corpus statistics as in `rank_expression`)."""
+        phrases = _phrases(dict.fromkeys(term for term in terms if term))
+        ids = sorted(int(unit_id) for unit_id in unit_ids)
+        if not phrases or not ids:
+            return {}
+        only = pg.sql_fragment("h.unit_id = ANY(%(only_units)s::bigint[])")
+        statement = pg.compose(pg.SEARCH, self.schema, filters=only)
+        rows = self._fetch(statement, {"phrases": phrases, "limit": len(ids), "only_units": ids})
+        return {int(unit_id): float(score) for unit_id, score in rows}
+
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term: the top ``limit`` units holding it in any field, not excluded,
+        passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
+        ties by unit id."""
+        check_limit(limit)
+        required = list(dict.fromkeys(required_terms))
+        ranked: dict[str, list[int]] = {term: [] for term in required}
+        if not required or limit == 0:
+            return ranked
+        condition, values = _filter_condition(self.schema, filters)
+        statement = pg.compose(pg.EXPAND, self.schema, filters=condition)
+        params = {
+            "phrases": _phrases(term for term in scoring_terms if term),
+            "required": _phrases(required),
+            "exclude": sorted(int(unit_id) for unit_id in exclude),
+            "limit": limit,
+            **values,
+        }
+        for required_ord, unit_id in self._fetch(statement, params):
+            ranked[required[int(required_ord) - 1]].append(int(unit_id))
+        return ranked
+
+    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """Body-level df: tokens from the df table kept at ingest, phrases by their instances."""
+        unique = list(dict.fromkeys(terms))
+        df = dict.fromkeys(unique, 0)
+        tokens = [term for term in unique if " " not in term]
+        if tokens:
+            df.update(self._fetch(self._sql(pg.BODY_TOKEN_DF), (tokens,)))
+        phrases = [term for term in unique if " " in term]
+        if phrases:
+            df.update(self._phrase_counts(pg.BODY_PHRASE_COUNTS, phrases))
+        return {term: int(count) for term, count in df.items()}
+
+    def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
+        """Units matching each term in any field (the "matches nothing" test)."""
+        unique = list(dict.fromkeys(terms))
+        df = dict.fromkeys(unique, 0)
+        if unique:
+            df.update(self._phrase_counts(pg.MATCH_COUNTS, unique))
+        return df
+
+    def _phrase_counts(self, statement: str, terms: list[str]) -> dict[str, int]:
+        """Counts per term from a statement that counts units per final-token phrase."""
+        by_phrase: dict[str, list[str]] = {}
+        for term in terms:
+            by_phrase.setdefault(" ".join(term.split()), []).append(term)
+        by_phrase.pop("", None)
+        rows = self._fetch(self._sql(statement), {"phrases": list(by_phrase)})
+        return {term: int(count) for phrase, count in rows for term in by_phrase[phrase]}
+
+    def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
+        """The units with these ids (missing ids are absent)."""
+        ids = [int(unit_id) for unit_id in unit_ids]
+        rows = self._fetch(self._sql(pg.UNITS), (ids,))
+        return {
+            int(unit_id): Unit(int(unit_id), doc_id, title, heading, body, start, end)
+            for unit_id, doc_id, title, heading, start, end, body in rows
+        }
+
+    def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
+        """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
+        with self.snapshot():
+            rows = self._fetch(self._sql(pg.UNITS_OF_DOCUMENTS), (_string_ids(doc_ids),))
+            return self.units(int(row[0]) for row in rows)
+
+    def allowed_units(self, filters: Filters) -> set[int]:
+        """Every unit whose document passes the filters (maintenance, not retrieval)."""
+        expr = parse_filters(filters)
+        condition: Any = pg.sql_fragment("true")
+        values: dict[str, Any] = {}
+        if expr is not None:
+            condition, values = compile_postgres(expr)
+        statement = pg.compose(pg.FILTERED_UNITS, self.schema, filters=condition)
+        return {int(row[0]) for row in self._fetch(statement, values)}
+
+    def stats(self) -> dict[str, int]:
+        """Sizes for reports: documents, units, and the schema's bytes on disk."""
+        size = self._fetch(pg.SCHEMA_BYTES, (self.schema,))[0][0]
+        return {
+            "documents": self.document_count(),
+            "units": self.unit_count(),
+            "bytes": int(size or 0),
+        }
+
+    def expansion_units(self, unit_ids: Iterable[int]) -> dict[int, list[list[str]]]:
+        """Per unit, its sentences' expansion units (names as phrases, then tokens), analysed
+        from its text (missing ids are absent)."""
+        return sentence_expansion_units(self.units(unit_ids), self.settings.analyzer_profile)
+
+    def metadata(self, doc_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored metadata of these documents, keyed by id."""
+        rows = self._fetch(self._sql(pg.METADATA), (list(_string_ids(doc_ids)),))
+        return {doc_id: dict(metadata) for doc_id, metadata in rows}
+
+    def document(self, doc_id: str) -> Document | None:
+        """The stored document with this id, or None."""
+        rows = self._fetch(self._sql(pg.DOCUMENT), (doc_id,))
+        if not rows:
+            return None
+        stored_id, text, title, metadata = rows[0]
+        return Document(stored_id, text, title, metadata)
+
+    def title_aliases(self, folded: Collection[str]) -> dict[str, str]:
+        """For each accent-folded title key that is one title's alias, that title's phrase."""
+        if not folded:
+            return {}
+        return dict(self._fetch(self._sql(pg.TITLE_ALIASES), (list(folded),)))
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        if not phrases:
+            return set()
+        return {row[0] for row in self._fetch(self._sql(pg.TITLE_PHRASES), (list(phrases),))}
+
+
+def _connect(dsn: str) -> Any:
+    """An autocommit psycopg connection, or an error saying what to install or check."""
+    try:
+        import psycopg
+    except ImportError as error:
+        raise IndexUnavailableError(
+            "PostgresIndex needs psycopg 3: pip install 'sag2-retrievers[postgres]'"
+        ) from error
+    try:
+        return psycopg.connect(dsn, autocommit=True)
+    except psycopg.OperationalError as error:
+        raise IndexUnavailableError(
+            f"cannot connect to PostgreSQL ({error.__class__.__name__}); check the DSN and server"
+        ) from None
+
+
+def _phrases(terms: Iterable[str]) -> list[str]:
+    """Each term as its tokens joined by single spaces (the form postings are keyed by; the
+    analyzer's tokens are final, `text.final_tokens`)."""
+    return [" ".join(term.split()) for term in terms]
+
+
+def _string_ids(doc_ids: Iterable[str]) -> list[str]:
+    """Document ids as a list of strings, or a clear error."""
+    if isinstance(doc_ids, (str, bytes)):
+        raise InvalidInputError("doc_ids must be a collection of ids, not a single string")
+    ids = list(doc_ids)
+    for doc_id in ids:
+        if not isinstance(doc_id, str):
+            raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
+    return ids
+
+
+def _unit_rows(
+    documents: Sequence[Document], prepared: Sequence[Any]
+) -> list[tuple[str, PreparedUnit]]:
+    """(document id, prepared unit) for every unit of the batch, in order."""
+    return [
+        (document.id, unit)
+        for document, item in zip(documents, prepared, strict=True)
+        for unit in item.units
+    ]
+
+
+def _filter_condition(schema: str, filters: Filters | None) -> tuple[Any, dict[str, Any]]:
+    """A bound SQL condition on hit ``h``: its unit's document metadata passes the filters."""
+    from psycopg import sql
+
+    expr = parse_filters(filters)
+    if expr is None:
+        return sql.SQL("true"), {}
+    condition, values = compile_postgres(expr)
+    exists = sql.SQL(
+        "EXISTS (SELECT 1 FROM {s}.units u JOIN {s}.documents d ON d.doc_id = u.doc_id"
+        " WHERE u.unit_id = h.unit_id AND {condition})"
+    ).format(s=sql.Identifier(schema), condition=condition)
+    return exists, values

@@ -1,0 +1,335 @@
+"""Per-token postings in compact segments: what FTS5's bm25() reads for a token, as arrays.
+
+Every write transaction adds one segment: for each token of its units, the unit ids (gaps
+from the segment's first unit) and the weighted frequency F = 2 x title + 2 x heading +
+body instances (the bm25 column weights), plus each unit's token count |D|. Read back with
+numpy, a token's bm25 contribution to all its units costs a few vector operations instead
+of one FTS5 row visit each (scorer.py), with the same numbers. Deleted units keep their
+postings but get |D| = 0, which marks them dead for every reader.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import zlib
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..._sqlite import json_list
+from ..ingest import PreparedUnit
+
+Ints = npt.NDArray[np.int64]
+
+TABLES = (
+    """CREATE TABLE IF NOT EXISTS segments(
+        segment INTEGER PRIMARY KEY,
+        min_unit INTEGER NOT NULL,
+        max_unit INTEGER NOT NULL,
+        gap_bytes INTEGER NOT NULL,
+        freq_bytes INTEGER NOT NULL,
+        units BLOB NOT NULL,
+        lengths BLOB NOT NULL)""",
+    # One row per segment and hash bucket of terms (rare terms cost no row of their own),
+    # keyed segment * BUCKETS + bucket: a rowid table keeps rows of a few KB inline.
+    """CREATE TABLE IF NOT EXISTS postings(
+        key INTEGER PRIMARY KEY,
+        terms TEXT NOT NULL,
+        counts BLOB NOT NULL,
+        gaps BLOB NOT NULL,
+        freqs BLOB NOT NULL)""",
+)
+BUCKETS = 1024
+TERM_SEPARATOR = "\n"  # tokens never hold whitespace
+_NEXT_SEGMENT_SQL = "SELECT coalesce(max(segment), 0) + 1 FROM segments"
+_INSERT_SEGMENT_SQL = "INSERT INTO segments VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_POSTING_SQL = "INSERT INTO postings VALUES (?, ?, ?, ?, ?)"
+_SEGMENTS_SQL = "SELECT units, lengths FROM segments"
+_OVERLAPPING_SQL = (
+    "SELECT segment, units, lengths FROM segments WHERE max_unit >= ? AND min_unit <= ?"
+)
+_SET_LENGTHS_SQL = "UPDATE segments SET lengths = ? WHERE segment = ?"
+# A bucket is read by one rowid seek per segment.
+_POSTINGS_SQL = f"""
+    SELECT asked.value, segments.min_unit, segments.gap_bytes, segments.freq_bytes,
+           postings.terms, postings.counts, postings.gaps, postings.freqs
+    FROM segments CROSS JOIN json_each(?) AS asked
+    CROSS JOIN postings ON postings.key = segments.segment * {BUCKETS} + asked.value
+    ORDER BY segments.segment"""
+
+
+@dataclass(frozen=True)
+class UnitPostings:
+    """The postings of a run of units, numbered by position in the run (0, 1, ...), with
+    each vocabulary term's hash bucket."""
+
+    terms: list[str]
+    buckets: Ints
+    term_ids: Ints
+    positions: Ints
+    freqs: Ints
+    lengths: Ints
+
+    @property
+    def unit_count(self) -> int:
+        """How many units the run holds."""
+        return len(self.lengths)
+
+
+def count_postings(
+    columns: Iterable[tuple[str, str, str]],
+) -> tuple[UnitPostings, Counter[str]]:
+    """Postings of units given as (title, heading, body) token texts, in order, and the
+    number of units holding each body token (body df), counted in the same pass."""
+    body_df: Counter[str] = Counter()
+    vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    term_ids: list[int] = []
+    positions: list[int] = []
+    freqs: list[int] = []
+    lengths: list[int] = []
+    for position, (title, heading, body) in enumerate(columns):
+        fields = title.split(), heading.split(), body.split()
+        weighted = Counter(fields[2])
+        body_df.update(weighted.keys())
+        for token in (*fields[0], *fields[1]):
+            weighted[token] += 2
+        lengths.append(len(fields[0]) + len(fields[1]) + len(fields[2]))
+        term_ids.extend(map(vocabulary.__getitem__, weighted))
+        positions.extend(itertools.repeat(position, len(weighted)))
+        freqs.extend(weighted.values())
+    terms = list(vocabulary)
+    postings = UnitPostings(
+        terms, bucket_array(terms), _ints(term_ids), _ints(positions), _ints(freqs), _ints(lengths)
+    )
+    return postings, body_df
+
+
+def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
+    """One run from consecutive runs: positions shifted, vocabularies united."""
+    vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
+    mappings = [_ints(list(map(vocabulary.__getitem__, part.terms))) for part in parts]
+    buckets = np.zeros(len(vocabulary), dtype=np.int64)
+    term_ids, positions, offset = [], [], 0
+    for part, mapping in zip(parts, mappings, strict=True):
+        buckets[mapping] = part.buckets
+        term_ids.append(mapping[part.term_ids] if len(mapping) else part.term_ids)
+        positions.append(part.positions + offset)
+        offset += part.unit_count
+    return UnitPostings(
+        list(vocabulary),
+        buckets,
+        _concatenated(term_ids),
+        _concatenated(positions),
+        _concatenated([part.freqs for part in parts]),
+        _concatenated([part.lengths for part in parts]),
+    )
+
+
+@dataclass(frozen=True)
+class BatchPostings:
+    """SQLite's statistics of a batch: its units' postings and body document frequencies."""
+
+    postings: UnitPostings
+    body_df: Counter[str]
+
+
+class PostingsCounter:
+    """SQLite's ingest hook (`ingest.UnitStatistics`): postings and body df, counted in the
+    analysis workers beside the analysis."""
+
+    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+        """The postings and body df of consecutive units."""
+        postings, body_df = count_postings(
+            (unit.title_tokens, unit.heading_tokens, unit.body_tokens) for unit in units
+        )
+        return BatchPostings(postings, body_df)
+
+    def merge(self, parts: Sequence[BatchPostings]) -> BatchPostings:
+        """One batch's postings and body df from its consecutive slices."""
+        body_df: Counter[str] = Counter()
+        for part in parts:
+            body_df.update(part.body_df)
+        return BatchPostings(merged_postings([part.postings for part in parts]), body_df)
+
+
+def bucket_array(terms: Sequence[str]) -> Ints:
+    """Each term's hash bucket, as an array."""
+    return _ints([bucket_of(term) for term in terms])
+
+
+def write_segment(
+    connection: sqlite3.Connection, postings: UnitPostings, unit_ids: Sequence[int]
+) -> None:
+    """Store a run's postings as a new segment, its units having been given ``unit_ids``."""
+    if not unit_ids:
+        return
+    ids = np.asarray(unit_ids, dtype=np.int64)
+    segment = int(connection.execute(_NEXT_SEGMENT_SQL).fetchone()[0])
+    buckets = postings.buckets[postings.term_ids] if len(postings.terms) else postings.term_ids
+    order = _bucket_order(postings, buckets)
+    terms, units = postings.term_ids[order], ids[postings.positions[order]]
+    starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else terms
+    base = int(ids.min())
+    gaps = np.diff(units, prepend=base)
+    gaps[starts] = units[starts] - base
+    freqs = postings.freqs[order]
+    gap_type, freq_type = _width(gaps), _width(freqs)
+    connection.execute(
+        _INSERT_SEGMENT_SQL,
+        (
+            segment,
+            base,
+            int(ids.max()),
+            gap_type.itemsize,
+            freq_type.itemsize,
+            ids.astype("<i8").tobytes(),
+            postings.lengths.astype("<u4").tobytes(),
+        ),
+    )
+    columns = _Columns(
+        gaps.astype(gap_type).tobytes(),
+        freqs.astype(freq_type).tobytes(),
+        gap_type.itemsize,
+        freq_type.itemsize,
+    )
+    connection.executemany(
+        _INSERT_POSTING_SQL,
+        _bucket_rows(segment, postings.terms, terms, starts, buckets[order], columns),
+    )
+
+
+def _bucket_order(postings: UnitPostings, buckets: Ints) -> Ints:
+    """The postings' order by (bucket, term, position): one sort of a combined key (unique
+    per posting) when it fits in 63 bits, else a three-key sort."""
+    terms, units = max(len(postings.terms), 1), max(postings.unit_count, 1)
+    if BUCKETS * terms * units < 2**62:
+        return np.argsort((buckets * terms + postings.term_ids) * units + postings.positions)
+    return np.lexsort((postings.positions, postings.term_ids, buckets))
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A segment's encoded gaps and frequencies, and their widths in bytes."""
+
+    gaps: bytes
+    freqs: bytes
+    gap_size: int
+    freq_size: int
+
+
+def _bucket_rows(
+    segment: int,
+    vocabulary: Sequence[str],
+    terms: Ints,
+    starts: Ints,
+    buckets: Ints,
+    columns: _Columns,
+) -> list[tuple[int, str, bytes, bytes, bytes]]:
+    """One row per bucket: its terms, their posting counts, and their slice of the columns."""
+    if not len(starts):
+        return []
+    ends = np.r_[starts[1:], len(terms)]
+    group_buckets = buckets[starts]
+    cuts = np.flatnonzero(np.r_[True, group_buckets[1:] != group_buckets[:-1]]).tolist()
+    rows = []
+    g, f = columns.gap_size, columns.freq_size
+    for first, last in zip(cuts, [*cuts[1:], len(starts)], strict=True):
+        names = TERM_SEPARATOR.join(vocabulary[t] for t in terms[starts[first:last]].tolist())
+        counts = (ends[first:last] - starts[first:last]).astype("<u4").tobytes()
+        low, high = int(starts[first]), int(ends[last - 1])
+        rows.append(
+            (
+                segment * BUCKETS + int(group_buckets[first]),
+                names,
+                counts,
+                columns.gaps[g * low : g * high],
+                columns.freqs[f * low : f * high],
+            )
+        )
+    return rows
+
+
+def bucket_of(term: str) -> int:
+    """The term's hash bucket, the same in every process (crc32, not Python's hash)."""
+    return zlib.crc32(term.encode("utf-8")) % BUCKETS
+
+
+def mark_deleted(connection: sqlite3.Connection, unit_ids: Sequence[int]) -> None:
+    """Give deleted units |D| = 0 in their segments, so readers skip their postings."""
+    if not unit_ids:
+        return
+    dead = np.asarray(sorted(unit_ids), dtype=np.int64)
+    rows = connection.execute(_OVERLAPPING_SQL, (int(dead[0]), int(dead[-1]))).fetchall()
+    for segment, units, lengths in rows:
+        hit = np.isin(np.frombuffer(units, dtype="<i8"), dead)
+        if hit.any():
+            kept = np.frombuffer(lengths, dtype="<u4").copy()
+            kept[hit] = 0
+            connection.execute(_SET_LENGTHS_SQL, (kept.tobytes(), segment))
+
+
+def unit_lengths(connection: sqlite3.Connection) -> Ints:
+    """|D| of every unit by id (0 for ids that are dead or were never used)."""
+    parts = [
+        (np.frombuffer(units, dtype="<i8"), np.frombuffer(lengths, dtype="<u4"))
+        for units, lengths in connection.execute(_SEGMENTS_SQL)
+    ]
+    size = max((int(units.max()) for units, _ in parts if len(units)), default=0) + 1
+    table = np.zeros(size, dtype=np.int64)
+    for units, lengths in parts:
+        table[units] = lengths
+    return table
+
+
+def read_postings(
+    connection: sqlite3.Connection, tokens: Sequence[str]
+) -> dict[str, tuple[Ints, Ints]]:
+    """Per token, (unit ids, F) over all segments, dead units included (merged segments
+    make the ids unordered)."""
+    wanted: dict[int, set[str]] = {}
+    for token in tokens:
+        wanted.setdefault(bucket_of(token), set()).add(token)
+    pieces: dict[str, tuple[list[Ints], list[Ints]]] = {}
+    rows = connection.execute(_POSTINGS_SQL, (json_list(sorted(wanted), "bucket"),))
+    for bucket, base, gap_size, freq_size, names, counts, gaps, freqs in rows:
+        ends = np.frombuffer(counts, dtype="<u4").astype(np.int64).cumsum().tolist()
+        start = 0
+        for name, end in zip(names.split(TERM_SEPARATOR), ends, strict=True):
+            if name in wanted[bucket]:
+                units, weights = pieces.setdefault(name, ([], []))
+                units.append(decode(gaps, gap_size, start, end).cumsum() + base)
+                weights.append(decode(freqs, freq_size, start, end))
+            start = end
+    return {
+        term: (_concatenated(units), _concatenated(weights))
+        for term, (units, weights) in pieces.items()
+    }
+
+
+def decode(column: bytes, width: int, start: int, end: int) -> Ints:
+    """Entries ``start`` to ``end`` of an encoded column, as int64."""
+    values = np.frombuffer(column, dtype=f"<u{width}", count=end - start, offset=width * start)
+    return values.astype(np.int64)
+
+
+def _width(values: Ints) -> np.dtype[np.unsignedinteger]:
+    """The narrowest little-endian unsigned type holding every value."""
+    top = int(values.max()) if len(values) else 0
+    for code in ("<u1", "<u2", "<u4"):
+        if top <= np.iinfo(code).max:
+            return np.dtype(code)
+    return np.dtype("<u8")
+
+
+def _ints(values: Sequence[int]) -> Ints:
+    """A list of ints as an int64 array."""
+    return np.asarray(values, dtype=np.int64)
+
+
+def _concatenated(arrays: Sequence[Ints]) -> Ints:
+    """Arrays joined end to end (an empty int64 array for none)."""
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)

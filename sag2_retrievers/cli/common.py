@@ -1,0 +1,191 @@
+"""Helpers every ``sag2`` subcommand shares: exit codes, help format, judges, index files."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+from tqdm import tqdm
+
+from ..backends.base import DocumentIndex
+from ..backends.sqlite import SQLiteIndex, remove_index_files
+from ..corpus_io import add_in_batches
+from ..documents import Document
+from ..errors import InvalidInputError
+from ..judges.base import Judge
+from ..judges.factory import JUDGE_NAMES, default_judge_name, make_judge
+
+PROG = "sag2"
+TEXT_PREVIEW_CHARS = 200
+DEFAULT_CONCURRENCY = {
+    "jev": 16,
+    "local": 1,
+    "local-learned": 1,
+    "local-similarity": 1,
+    "openai": 4,
+    "fake": 4,
+}
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class HelpFormat(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help shows its default, except empty ones (None, False) that say nothing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
+HELP_FORMAT = HelpFormat
+
+
+class UsageError(Exception):
+    """Options that parse but contradict each other; reported like an argparse error."""
+
+
+def judge_options() -> argparse.ArgumentParser:
+    """Options shared by every command that uses a judge."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--judge",
+        choices=JUDGE_NAMES,
+        help="evidence judge (default: jev when OPENROUTER_API_KEY or TYPESAFE_API_KEY is set, "
+        "else local, the offline learned judge; local-similarity is the embedding-similarity one)",
+    )
+    options.add_argument("--model", help="judge model name (jev, openai)")
+    options.add_argument("--base-url", help="judge server URL (jev, openai)")
+    options.add_argument("--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds")
+    return options
+
+
+Commands = Any  # argparse's subparsers action has no public type
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def is_server(db: str) -> bool:
+    """Whether --db names a PostgreSQL server (a URL) rather than an SQLite file."""
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def shown(db: str) -> str:
+    """--db as it may be printed: a server URL without its password."""
+    if not is_server(db):
+        return db
+    parts = urllib.parse.urlsplit(db)
+    host = parts.hostname or ""
+    user = f"{parts.username}@" if parts.username else ""
+    port = f":{parts.port}" if parts.port else ""
+    return urllib.parse.urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
+
+
+def warn(message: str) -> None:
+    """A warning on stderr, worded like the errors."""
+    print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def build_index(db: str, documents: Iterable[Document], args: argparse.Namespace) -> float:
+    """Create an index of the documents and return the seconds it took.
+
+    A half-built file is removed if anything fails, so a later run does not mistake it for
+    a finished index.
+    """
+    make_parent(db)
+    started = time.perf_counter()
+    try:
+        with SQLiteIndex(db) as index, progress(args, "indexing", "doc") as bar:
+            add_in_batches(index, documents, on_batch=bar.update)
+    except BaseException:
+        remove_index_files(db)
+        raise
+    return time.perf_counter() - started
+
+
+def concurrency(args: argparse.Namespace) -> int:
+    """Questions in flight: the option, else a default suited to the judge.
+
+    The remote JEV judge gains from many questions in flight. The local judge is CPU-bound
+    and questions in flight at once would encode the same passages before either caches them.
+    """
+    if getattr(args, "concurrency", None):
+        return int(args.concurrency)
+    return DEFAULT_CONCURRENCY[_judge_name(args)]
+
+
+def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
+    """The judge named by --judge (or the default), with its cache when --cache is given."""
+    return make_judge(
+        _judge_name(args),
+        model=args.model,
+        base_url=args.base_url,
+        cache_path=getattr(args, "cache", None),
+        db_path=db_path or getattr(args, "db", None),
+    )
+
+
+def _judge_name(args: argparse.Namespace) -> str:
+    """The --judge option, else the default judge."""
+    return str(args.judge or default_judge_name())
+
+
+@contextlib.contextmanager
+def existing_index(db: str) -> Iterator[DocumentIndex]:
+    """Open an index that must already exist (opening a missing path would create one)."""
+    if is_server(db):
+        from ..backends.postgres import PostgresIndex
+
+        with PostgresIndex(db, create=False) as server_index:
+            yield server_index
+        return
+    if not Path(db).is_file():
+        raise InvalidInputError(
+            f"index file {db!r} does not exist; build it with `sag2 index CORPUS --db {db}`"
+        )
+    with SQLiteIndex(db, create=False) as index:
+        yield index
+
+
+@contextlib.contextmanager
+def progress(
+    args: argparse.Namespace, description: str, unit: str, total: int | None = None
+) -> Iterator[tqdm[Any]]:
+    """A progress bar on stderr, hidden with --quiet or when stderr is not a terminal."""
+    stream: TextIO = sys.stderr
+    hidden = bool(getattr(args, "quiet", False)) or not stream.isatty()
+    with tqdm(total=total, desc=description, unit=unit, file=stream, disable=hidden) as bar:
+        yield bar
+
+
+def file_bytes(db: str) -> int:
+    """The size of an index file with its write-ahead log, if one is present."""
+    wal = Path(db + "-wal")
+    return Path(db).stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def make_parent(path: str) -> None:
+    """Create the directory that will hold ``path``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+
+def preview(text: str) -> str:
+    """The text on one line, shortened to about 200 characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= TEXT_PREVIEW_CHARS:
+        return flat
+    return flat[:TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0] + " ..."

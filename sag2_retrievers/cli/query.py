@@ -1,0 +1,160 @@
+"""``sag2 query``: answer one question from an index and print the hits or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any
+
+from ..backends.base import DocumentIndex
+from ..config import SAG2Config
+from ..engine import SAG2Engine
+from ..judges.base import Judge
+from ..results import RetrievalResult, RetrievedUnit
+from ..trace_html import write_trace_html
+from .common import (
+    EXIT_OK,
+    HELP_FORMAT,
+    Commands,
+    chosen_judge,
+    existing_index,
+    make_parent,
+    positive_int,
+    preview,
+)
+
+
+def add_query_command(
+    commands: Commands, quiet: argparse.ArgumentParser, judged: argparse.ArgumentParser
+) -> None:
+    """``sag2 query --db PATH QUESTION``."""
+    command = commands.add_parser(
+        "query",
+        formatter_class=HELP_FORMAT,
+        parents=[quiet, judged],
+        help="retrieve ranked evidence for one question",
+    )
+    command.add_argument("question")
+    command.add_argument(
+        "--db", required=True, help="an index built by `sag2 index` (file or postgresql:// URL)"
+    )
+    command.add_argument(
+        "--top-k", type=positive_int, default=10, help="source documents to return"
+    )
+    command.add_argument("--trace", action="store_true", help="show every round's seeds and terms")
+    command.add_argument(
+        "--trace-html",
+        metavar="FILE",
+        help="also write the retrieval's chain (rounds, seeds, terms, scores) as one HTML page",
+    )
+    command.add_argument("--json", action="store_true", help="machine-readable output")
+    command.set_defaults(handler=run_query)
+
+
+def run_query(args: argparse.Namespace) -> int:
+    """Retrieve evidence for one question and print it (with the rounds' trace if asked)."""
+    with existing_index(args.db) as index:
+        judge = chosen_judge(args)
+        result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
+        if args.trace_html:
+            make_parent(args.trace_html)
+            write_trace_html(args.trace_html, result, index, judge=judge.identity)
+        if args.json:
+            print(json.dumps(_result_json(index, result, judge.identity), ensure_ascii=False))
+            return EXIT_OK
+        if args.trace:
+            _print_trace(index, result)
+        _print_hits(result)
+    return EXIT_OK
+
+
+async def _retrieve(
+    index: DocumentIndex, judge: Judge, config: SAG2Config, args: argparse.Namespace
+) -> RetrievalResult:
+    """One retrieval on a fresh event loop, closing the judge afterwards."""
+    engine = SAG2Engine(index, judge, config)
+    try:
+        return await engine.aretrieve(args.question, top_k=args.top_k)
+    finally:
+        await judge.aclose()
+
+
+def _print_hits(result: RetrievalResult) -> None:
+    """Ranked evidence: position, judge score, round found, title, doc id, shortened text."""
+    if not result.hits:
+        print(f"no evidence found ({result.stop_reason})")
+        return
+    for position, hit in enumerate(result.hits, start=1):
+        print(
+            f"{position:>3}. [{hit.score:.3f}] round {hit.round_found}  {hit.title}  ({hit.doc_id})"
+        )
+        print(f"     {preview(hit.text)}")
+    suffix = "; judge failed, lexical order" if result.degraded else ""
+    print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
+
+
+def _print_trace(index: DocumentIndex, result: RetrievalResult) -> None:
+    """Each round's seeds (unit id and title), expansion terms and new passages."""
+    titles = _unit_titles(index, result)
+    for round_ in result.trace:
+        print(
+            f"round {round_.round}: {len(round_.new_candidates)} new passages, "
+            f"{round_.judgments} judged with {round_.context_size} in context"
+        )
+        if round_.seeds:
+            seeds = ", ".join(f"{unit} {titles.get(unit, '')!r}" for unit in round_.seeds)
+            print(f"  seeds: {seeds}")
+        if round_.terms:
+            terms = ", ".join(f"{term} ({priority:.2f})" for term, priority in round_.terms)
+            print(f"  terms: {terms}")
+    print()
+
+
+def _unit_titles(index: DocumentIndex, result: RetrievalResult) -> dict[int, str]:
+    """Titles of every seed unit in the trace."""
+    seeds = {unit for round_ in result.trace for unit in round_.seeds}
+    return {unit_id: unit.title for unit_id, unit in index.units(seeds).items()}
+
+
+def _result_json(index: DocumentIndex, result: RetrievalResult, judge: str) -> dict[str, Any]:
+    """A retrieval as JSON: hits with offsets and metadata, usage, and the rounds' trace."""
+    titles = _unit_titles(index, result)
+    return {
+        "question": result.question,
+        "judge": judge,
+        "judgments": result.judgments,
+        "stop_reason": result.stop_reason,
+        "degraded": result.degraded,
+        "hits": [_hit_json(position, hit) for position, hit in enumerate(result.hits, start=1)],
+        "trace": [
+            {
+                "round": round_.round,
+                "seeds": [{"unit_id": u, "title": titles.get(u, "")} for u in round_.seeds],
+                "terms": [{"term": term, "priority": p} for term, p in round_.terms],
+                "new_passages": len(round_.new_candidates),
+                "pool_size": round_.pool_size,
+                "context_size": round_.context_size,
+                "judgments": round_.judgments,
+                "local_seconds": round_.local_seconds,
+                "judge_seconds": round_.judge_seconds,
+            }
+            for round_ in result.trace
+        ],
+    }
+
+
+def _hit_json(position: int, hit: RetrievedUnit) -> dict[str, Any]:
+    """One hit as JSON."""
+    return {
+        "rank": position,
+        "score": hit.score,
+        "round_found": hit.round_found,
+        "title": hit.title,
+        "doc_id": hit.doc_id,
+        "unit_id": hit.unit_id,
+        "char_start": hit.char_start,
+        "char_end": hit.char_end,
+        "text": hit.text,
+        "metadata": dict(hit.metadata),
+    }

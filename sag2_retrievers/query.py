@@ -1,0 +1,140 @@
+"""A question checked, cut, analysed into query terms and repaired by title aliases (§4.2).
+
+Backend-neutral: every lexical backend answers the same questions with these functions, so
+the query terms, and with them the rankings, are the same on each.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+from .backends.base import Filters, LexicalBackend, SearchHit
+from .errors import InvalidInputError
+from .text import Profile, distinct_tokens, fold_accents, name_runs, tokenize
+
+MAX_QUESTION_CHARS = 100_000
+ANALYSED_QUESTION_CHARS = 4_000
+MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
+
+
+def check_question(question: object) -> None:
+    """Reject a question that is not a string, is too long, or cannot be encoded as UTF-8."""
+    if not isinstance(question, str):
+        raise InvalidInputError(f"question must be a string, got {type(question).__name__}")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise InvalidInputError(
+            f"question has {len(question):,} characters, more than the limit of "
+            f"{MAX_QUESTION_CHARS:,}; ask a shorter question"
+        )
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"question holds a character that is not valid Unicode text (a lone surrogate at "
+            f"position {error.start})"
+        ) from None
+
+
+def analysed_question(question: str) -> str:
+    """The part of a checked question the analyzer sees: its first `ANALYSED_QUESTION_CHARS`
+    characters, NUL read as a space.
+
+    Analysis (jieba for Han text) costs time in proportion to the text, while only the first
+    80 distinct tokens are used; cutting first keeps a huge question from costing seconds.
+    """
+    check_question(question)
+    return question[:ANALYSED_QUESTION_CHARS].replace("\x00", " ")
+
+
+def check_limit(limit: object, name: str = "limit") -> None:
+    """Reject a negative, non-integer or beyond-64-bit count (limit, top_k, max_tokens)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_COUNT:
+        raise InvalidInputError(
+            f"{name} must be an integer between 0 and {MAX_COUNT:,}, got {limit!r}"
+        )
+
+
+def search_hits(
+    backend: LexicalBackend,
+    question: str,
+    limit: int,
+    *,
+    max_tokens: int,
+    filters: Filters | None,
+) -> list[SearchHit]:
+    """BM25 top ``limit`` units for a question's first ``max_tokens`` distinct tokens, read in
+    one snapshot (units a concurrent writer removed are left out)."""
+    check_limit(limit)
+    check_limit(max_tokens, "max_tokens")
+    with backend.snapshot():
+        terms = query_terms(backend, question, max_tokens)
+        ranked = backend.rank_expression(terms, limit, filters=filters)
+        units = backend.units(unit_id for unit_id, _ in ranked)
+    return [
+        SearchHit(
+            unit_id, unit.doc_id, unit.title, unit.body, score, unit.char_start, unit.char_end
+        )
+        for unit_id, score in ranked
+        if (unit := units.get(unit_id)) is not None
+    ]
+
+
+def alias_key(term: str, profile: Profile = "sag2") -> str:
+    """The accent-folded form of a term under which a title alias is stored."""
+    return " ".join(tokenize(fold_accents(term), profile=profile))
+
+
+def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
+    """The first distinct tokens of a checked question's analysed part, repaired by title
+    aliases when unmatched: single tokens ("sag2") or capitalised name spans ("paper")."""
+    profile = backend.settings.analyzer_profile
+    text = analysed_question(question)
+    if profile == "paper":
+        return list(dict.fromkeys(repair_name_spans(backend, text)))[:max_tokens]
+    tokens = distinct_tokens(text, max_tokens, profile=profile)
+    return list(dict.fromkeys(repair_terms(backend, tokens)))
+
+
+def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
+    """Replace each term that matches nothing by the title it is an accent alias of (§3.2)."""
+    profile = backend.settings.analyzer_profile
+    keys = {term: alias_key(term, profile) for term in terms}
+    aliases = backend.title_aliases(set(keys.values()))
+    candidates = {term: aliases[key] for term, key in keys.items() if key in aliases}
+    if not candidates:
+        return list(terms)
+    # Only terms that have an alias can change, so only they need a match count.
+    counts = backend.document_frequencies_any([*candidates, *candidates.values()])
+    return [
+        candidates[term]
+        if term in candidates and counts[term] == 0 and counts[candidates[term]] > 0
+        else term
+        for term in terms
+    ]
+
+
+def repair_name_spans(backend: LexicalBackend, question: str) -> list[str]:
+    """The question's tokens after the paper's repair: each capitalised name span that matches
+    nothing, and whose accent-folded form is a title's alias that matches, becomes that
+    title's tokens, each a separate term ("Jose Cancela" -> those of "José Cancela")."""
+    text = unicodedata.normalize("NFKC", question)
+    spans = name_runs(text, "paper")
+    phrases = {span: " ".join(tokenize(text[span[0] : span[1]], profile="paper")) for span in spans}
+    keys = {span: alias_key(text[span[0] : span[1]], "paper") for span in spans}
+    aliases = backend.title_aliases(set(keys.values()))
+    titles = {span: aliases[key] for span, key in keys.items() if key in aliases}
+    # Only spans with an alias can change, so only they and their titles need a match count.
+    looked_up = [term for span, title in titles.items() for term in (phrases[span], title)]
+    counts = backend.document_frequencies_any(term for term in looked_up if term)
+    tokens: list[str] = []
+    position = 0
+    for span in spans:
+        tokens += tokenize(text[position : span[0]], profile="paper")
+        title = titles.get(span)
+        if title is not None and counts.get(phrases[span], 0) == 0 and counts[title] > 0:
+            tokens += title.split(" ")
+        else:
+            tokens += phrases[span].split(" ") if phrases[span] else []
+        position = span[1]
+    return tokens + tokenize(text[position:], profile="paper")
