@@ -29,13 +29,13 @@ from pathlib import Path
 import lightgbm
 import numpy as np
 from _common import SHARED_DATA, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
+from learned_training import collect_requests
 
 from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges.base import Judge, JudgeRequest
 from sag2_retrievers.judges.fake import OverlapJudge
-from sag2_retrievers.judges.learned_training import collect_requests
 from sag2_retrievers.judges.pool import MODEL_FILE, PoolJudge, PoolModel
 from sag2_retrievers.judges.pool_features import POOL_FEATURE_NAMES, pool_features
 from sag2_retrievers.judges.trees import from_lightgbm_dump

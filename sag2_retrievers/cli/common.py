@@ -26,6 +26,7 @@ TEXT_PREVIEW_CHARS = 200
 DEFAULT_CONCURRENCY = {
     "jev": 16,
     "local": 1,
+    "local-pool": 1,
     "local-learned": 1,
     "local-similarity": 1,
     "openai": 4,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
+from typing import Any
 
+from ..eval.pool_diagnostics import TOP_K, pools_from_report
 from ..eval.runner import (
     compare_reports,
     read_report,
@@ -26,8 +29,11 @@ def add_compare_command(commands: Commands) -> None:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """Paired bootstrap comparison of R@5, R@10 and AE@10 between two reports."""
-    shared, comparisons = compare_reports(read_report(args.a), read_report(args.b))
+    """Paired bootstrap comparison of R@5, R@10 and AE@10 between two reports, then where
+    each run's gold passages went (pool diagnostics, on the questions both reports hold)."""
+    report_a, report_b = read_report(args.a), read_report(args.b)
+    shared, comparisons = compare_reports(report_a, report_b)
+    pools = shared_pools(report_a, report_b)
     if args.json:
         metrics = {
             c.metric: {
@@ -38,7 +44,13 @@ def run_compare(args: argparse.Namespace) -> int:
             }
             for c in comparisons
         }
-        payload = {"a": args.a, "b": args.b, "n_questions": shared, "metrics": metrics}
+        payload = {
+            "a": args.a,
+            "b": args.b,
+            "n_questions": shared,
+            "metrics": metrics,
+            "pool": pools,
+        }
         print(json.dumps(payload, indent=2))
         return EXIT_OK
     print(f"{shared} shared questions; A = {args.a}, B = {args.b}")
@@ -48,4 +60,28 @@ def run_compare(args: argparse.Namespace) -> int:
             f"{c.metric:<8}{c.mean_a:>8.2f}{c.mean_b:>8.2f}{c.difference:>+8.2f}"
             f"  [{c.low:+.2f}, {c.high:+.2f}]"
         )
+    print_pools(pools)
     return EXIT_OK
+
+
+def shared_pools(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
+    """Each report's pool diagnostics over the questions both hold."""
+    ids_b = {str(row["id"]) for row in b["per_question"]}
+    ids_a = {str(row["id"]) for row in a["per_question"]}
+    return {
+        "a": pools_from_report([r for r in a["per_question"] if str(r["id"]) in ids_b]),
+        "b": pools_from_report([r for r in b["per_question"] if str(r["id"]) in ids_a]),
+    }
+
+
+def print_pools(pools: Mapping[str, Mapping[str, Any]]) -> None:
+    """One line per run and round: % of gold in the pool, in the top k, in the pool only."""
+    if not any(pools[side]["rounds"] for side in ("a", "b")):
+        return
+    print(f"\ngold passages, % (micro)  in pool  in top {TOP_K}  in pool, not top {TOP_K}")
+    for side in ("a", "b"):
+        for row in pools[side]["rounds"]:
+            print(
+                f"{side.upper()} round {row['round']:<16}{row['gold_in_pool']:>7.1f}"
+                f"{row[f'gold_in_top_{TOP_K}']:>11.1f}{row[f'in_pool_not_top_{TOP_K}']:>21.1f}"
+            )

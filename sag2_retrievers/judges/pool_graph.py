@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from itertools import combinations
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 import numpy.typing as npt
@@ -62,7 +62,6 @@ def build_graph(
     question_idf: dict[str, float],
 ) -> PoolGraph:
     """Link the passages by title mentions, shared names and shared rare terms."""
-    n = len(passages)
     mentions = _title_mentions(passages)
     links = MENTION_WEIGHT * np.maximum(mentions, mentions.T)
     links += _shared_links(passages, question, idf)
@@ -194,7 +193,8 @@ def _shared_links(
     if pairs:
         first, second, weights = zip(*pairs, strict=True)
         np.add.at(links, (np.array(first), np.array(second)), np.array(weights))
-    return links + links.T
+    symmetric: Matrix = links + links.T
+    return symmetric
 
 
 def _question_incidence(

@@ -391,6 +391,25 @@ def test_compare_prints_the_paired_interval(
     assert code == 0 and "R@10" in out and "95% CI" in out
 
 
+def test_compare_shows_where_each_runs_gold_went(
+    tmp_path: Path, questions_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """BM25 has one lexical round; SAG2 one per scoring round; both in text and JSON."""
+    bm25_argv, bm25 = _eval(tmp_path, questions_file, "bm25", "bm25.json")
+    sag2_argv, sag2 = _eval(tmp_path, questions_file, "sag2", "sag2.json")
+    assert main(bm25_argv) == 0 and main(sag2_argv) == 0
+    capsys.readouterr()
+    code, out, _ = _run(["compare", str(bm25), str(sag2), "--json"], capsys)
+    pools = json.loads(out)["pool"]
+    assert code == 0 and len(pools["a"]["rounds"]) == 1 and len(pools["b"]["rounds"]) >= 1
+    last = pools["b"]["rounds"][-1]
+    assert last["in_pool_not_top_10"] == pytest.approx(
+        last["gold_in_pool"] - last["gold_in_top_10"]
+    )
+    code, out, _ = _run(["compare", str(bm25), str(sag2)], capsys)
+    assert "in pool, not top 10" in out and "A round 0" in out and "B round 0" in out
+
+
 def test_compare_without_per_question_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -163,7 +163,10 @@ def test_training_on_a_tiny_fixture_fits_a_loadable_model(tmp_path: Path) -> Non
         Passage(COUNTRY.title, COUNTRY.text),
         Passage(BRIDGE.title, BRIDGE.text),
         Passage(DISTRACTOR.title, DISTRACTOR.text),
-        *(Passage(f"Choir {n}", f"Choir {n} sang a requiem by a composer in {n}.") for n in range(30)),
+        *(
+            Passage(f"Choir {n}", f"Choir {n} sang a requiem by a composer in {n}.")
+            for n in range(30)
+        ),
     ]
     gold = (f"{WORK.title}\n{WORK.text}", f"{BRIDGE.title}\n{BRIDGE.text}")
     question = EvalQuestion("q1", QUESTION, gold, 2, tuple(passages))

@@ -24,7 +24,9 @@ IDENTITIES = {unit: f"title {unit}\ntext {unit}" for unit in range(1, 30)}
 
 def trace(round_: int, pool: list[int], scores: list[float]) -> RoundTrace:
     """A round that judged ``pool`` with ``scores``."""
-    return RoundTrace(round_, (), (), (), len(pool), 0, len(pool), 0.0, 0.0, tuple(pool), tuple(scores))
+    return RoundTrace(
+        round_, (), (), (), len(pool), 0, len(pool), 0.0, 0.0, tuple(pool), tuple(scores)
+    )
 
 
 def identity_of(units: Iterable[int]) -> dict[int, str]:
