@@ -147,6 +147,7 @@ class CachedJudge(Judge):
             input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
             cost_usd=spent.cost_usd,
+            cached_input_tokens=spent.cached_input_tokens,
         )
         judged = {key: score for (key, _), score in zip(misses, scores, strict=True)}
         await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))
