@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._sqlite import connect, write_many
 from ..errors import IndexFullError, JudgeError
-from .base import Candidate, Judge, JudgeRequest, UsageSnapshot
+from .base import CallEstimate, Candidate, Judge, JudgeRequest, UsageSnapshot
 
 # Bump when the key's ingredients change, so old rows are never mistaken for new ones.
 KEY_FORMAT = "sag2-judgment/1"
@@ -95,6 +95,10 @@ class CachedJudge(Judge):
     def identity(self) -> str:
         """The inner judge's identity: a cache is transparent to whoever reads scores."""
         return self._inner.identity
+
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The inner judge's estimate: an upper bound, since stored judgments cost nothing."""
+        return self._inner.estimate(request)
 
     def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
         """The inner judge's passage-side preparation (the cache holds judgments, not passages)."""

@@ -26,7 +26,7 @@ from ._http import (
     plan_batches,
     post_json,
 )
-from .base import Candidate, ContextPassage, Judge, JudgeRequest
+from .base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
 
 Provider = Literal["openrouter", "typesafe"]
 
@@ -185,6 +185,15 @@ class JEVJudge(Judge):
             for position, value in zip(batch, values, strict=True):
                 scores[position] = value
         return scores
+
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The requests the budget splits the candidates into, and their estimated tokens."""
+        state = build_state(request)
+        questions = [build_question(candidate) for candidate in request.candidates]
+        batches = self._plan(state, questions)
+        state_tokens = estimate_tokens(state, REQUEST_ENVELOPE_BYTES + len(self._model))
+        question_tokens = sum(estimate_tokens(q, QUESTION_ID_BYTES) for q in questions)
+        return CallEstimate(len(batches), state_tokens * len(batches) + question_tokens)
 
     def _plan(
         self, state: Mapping[str, Any], questions: Sequence[Mapping[str, Any]]
