@@ -29,6 +29,8 @@ from .documents import Document
 from .engine import SAG2Engine
 from .errors import InvalidInputError, SAG2Error
 from .eval.datasets import EvalQuestion, load_questions, pool_corpus
+from .eval.estimate import check_input_budget, estimate_run
+from .eval.estimate import describe as describe_estimate
 from .eval.runner import (
     EvalOptions,
     EvalRun,
@@ -146,6 +148,15 @@ def _judge_options() -> argparse.ArgumentParser:
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")
+    options.add_argument(
+        "--judge-transport",
+        choices=("chat", "completions"),
+        default="chat",
+        help="openai judge: one chat call per candidate, or batched /v1/completions (vLLM)",
+    )
+    options.add_argument(
+        "--judge-group", type=_positive_int, default=1, metavar="K", help="openai judge: K per call"
+    )
     options.add_argument("--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds")
     return options
 
@@ -239,6 +250,12 @@ def _add_eval_command(
     command.add_argument("--limit", type=_positive_int, help="evaluate the first N questions")
     command.add_argument("--out", metavar="FILE.json", help="write the full report here")
     command.add_argument("--cache", metavar="PATH", help="judgment cache file (resumable runs)")
+    command.add_argument(
+        "--estimate", action="store_true", help="print expected judge calls and tokens; no run"
+    )
+    command.add_argument(
+        "--max-input-tokens", type=_positive_int, metavar="N", help="refuse a larger estimate"
+    )
     command.add_argument(
         "--trace-html",
         metavar="DIR",
@@ -508,6 +525,8 @@ def run_eval(args: argparse.Namespace) -> int:
         raise UsageError("--budget-matched needs --method sag2 (the one-shot pool is judged)")
     if args.trace_html and args.method != "sag2":
         raise UsageError("--trace-html needs --method sag2 (BM25 has no rounds to draw)")
+    if (args.estimate or args.max_input_tokens) and args.method != "sag2":
+        raise UsageError("--estimate and --max-input-tokens need --method sag2 (a judged run)")
     questions = _questions_with_gold(args.questions)
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None
@@ -515,6 +534,12 @@ def run_eval(args: argparse.Namespace) -> int:
     with _existing_index(args.db) as index:
         judge = _judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
+        if judge is not None and (args.estimate or args.max_input_tokens):
+            expected = estimate_run(index, selected, judge, config)
+            print(describe_estimate(expected))
+            if args.estimate:
+                return EXIT_OK
+            check_input_budget(expected, args.max_input_tokens)
         options = EvalOptions(
             args.method,
             config,
@@ -753,6 +778,8 @@ def _judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
         base_url=args.base_url,
         cache_path=getattr(args, "cache", None),
         db_path=db_path or getattr(args, "db", None),
+        transport=args.judge_transport,
+        group_size=args.judge_group,
     )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from ..backend import DocumentIndex
 from ..config import SAG2Config
 from ..engine import SAG2Engine
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, SAG2Error
 from ..judges.base import CallEstimate, Judge, JudgeRequest
 from .datasets import EvalQuestion
 
@@ -40,6 +40,31 @@ class RunEstimate:
     def input_tokens_per_question(self) -> float:
         """Mean expected input tokens per question."""
         return self.input_tokens / self.questions
+
+
+class InputBudgetError(SAG2Error):
+    """An evaluation's estimated input tokens exceed the budget it was given."""
+
+
+def check_input_budget(estimate: RunEstimate, max_input_tokens: int) -> None:
+    """Raise InputBudgetError when the estimate exceeds ``max_input_tokens``."""
+    if estimate.input_tokens > max_input_tokens:
+        raise InputBudgetError(
+            f"the run would send about {estimate.input_tokens:,} input tokens to the judge, "
+            f"over --max-input-tokens {max_input_tokens:,}; evaluate fewer questions (--limit), "
+            "choose a cheaper transport (--judge-transport completions, --judge-group) or "
+            "raise the budget"
+        )
+
+
+def describe(estimate: RunEstimate) -> str:
+    """A one-line summary of an estimate."""
+    return (
+        f"estimate for {estimate.questions} questions: {estimate.http_calls:,} judge calls "
+        f"({estimate.http_calls_per_question:,.1f} per question), about "
+        f"{estimate.input_tokens:,} input tokens ({estimate.input_tokens_per_question:,.0f} "
+        "per question); no model was called"
+    )
 
 
 class _PlanningJudge(Judge):
