@@ -87,74 +87,68 @@ def questions_file(tmp_path: Path) -> Path:
     return path
 
 
-def eval_argv(tmp_path: Path, questions: Path, base_url: str, *extra: str) -> list[str]:
-    """An eval of SAG2 with the openai judge at base_url, reporting to tmp_path/report.json."""
-    return [
-        "eval", str(questions), "--db", str(tmp_path / "pooled.db"), "--method", "sag2",
-        "--judge", "openai", "--base-url", base_url, "--model", "sim", "--quiet",
-        "--out", str(tmp_path / "report.json"), *extra,
-    ]  # fmt: skip
+class Run:
+    """An eval of SAG2 with the openai judge at the test server, reporting to report.json."""
+
+    def __init__(self, tmp_path: Path, questions: Path, server: tuple[str, list[str]]) -> None:
+        self.report = tmp_path / "report.json"
+        self.base_url, self.paths = server
+        self.argv = [
+            "eval", str(questions), "--db", str(tmp_path / "pooled.db"), "--method", "sag2",
+            "--judge", "openai", "--base-url", self.base_url, "--model", "sim", "--quiet",
+            "--out", str(self.report),
+        ]  # fmt: skip
+
+    def __call__(self, *extra: str) -> int:
+        """Run with the extra options; the exit code."""
+        return main([*self.argv, *extra])
+
+    def read_report(self) -> dict[str, Any]:
+        """The report the run wrote."""
+        return dict(json.loads(self.report.read_text()))
+
+
+@pytest.fixture()
+def run(tmp_path: Path, questions_file: Path, server: tuple[str, list[str]]) -> Run:
+    """An eval against the test server."""
+    return Run(tmp_path, questions_file, server)
 
 
 def test_estimate_prints_calls_and_tokens_without_calling_the_model(
-    tmp_path: Path,
-    questions_file: Path,
-    server: tuple[str, list[str]],
-    capsys: pytest.CaptureFixture[str],
+    run: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """--estimate prints the expected spend, sends nothing and writes no report."""
-    base_url, paths = server
-    assert main(eval_argv(tmp_path, questions_file, base_url, "--estimate")) == 0
+    assert run("--estimate") == 0
     out = capsys.readouterr().out
     assert "estimate for 1 questions" in out and "judge calls" in out and "input tokens" in out
-    assert paths == []
-    assert not (tmp_path / "report.json").exists()
+    assert run.paths == []
+    assert not run.report.exists()
 
 
 def test_max_input_tokens_refuses_a_run_over_budget(
-    tmp_path: Path,
-    questions_file: Path,
-    server: tuple[str, list[str]],
-    capsys: pytest.CaptureFixture[str],
+    run: Run, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """An estimate above the budget stops the run before any model call."""
-    base_url, paths = server
-    code = main(eval_argv(tmp_path, questions_file, base_url, "--max-input-tokens", "10"))
-    assert code == 1
+    assert run("--max-input-tokens", "10") == 1
     assert "over --max-input-tokens 10" in capsys.readouterr().err
-    assert paths == []
+    assert run.paths == []
 
 
-def test_a_run_within_budget_reports_tokens_per_question(
-    tmp_path: Path,
-    questions_file: Path,
-    server: tuple[str, list[str]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_a_run_within_budget_reports_tokens_per_question(run: Run) -> None:
     """Within budget the run starts, and the report carries input, cached and output tokens."""
-    base_url, paths = server
-    argv = eval_argv(tmp_path, questions_file, base_url, "--max-input-tokens", "10000000")
-    assert main(argv) == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert report["http_calls_per_question"] == len(paths) > 0
-    assert report["input_tokens_per_question"] == 100 * len(paths)
-    assert report["cached_input_tokens_per_question"] == 60 * len(paths)
-    assert report["output_tokens_per_question"] == len(paths)
+    assert run("--max-input-tokens", "10000000") == 0
+    report, calls = run.read_report(), len(run.paths)
+    assert report["http_calls_per_question"] == calls > 0
+    assert report["input_tokens_per_question"] == 100 * calls
+    assert report["cached_input_tokens_per_question"] == 60 * calls
+    assert report["output_tokens_per_question"] == calls
 
 
-def test_judge_transport_completions_sends_batches(
-    tmp_path: Path,
-    questions_file: Path,
-    server: tuple[str, list[str]],
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_judge_transport_completions_sends_batches(run: Run) -> None:
     """Every request goes to /v1/completions, far fewer than the judgments."""
-    base_url, paths = server
-    argv = eval_argv(tmp_path, questions_file, base_url, "--judge-transport", "completions")
-    assert main(argv) == 0
-    report = json.loads((tmp_path / "report.json").read_text())
-    assert set(paths) == {"/v1/completions"}
-    assert len(paths) < report["judgments_per_question"]
+    assert run("--judge-transport", "completions") == 0
+    assert set(run.paths) == {"/v1/completions"}
+    assert len(run.paths) < run.read_report()["judgments_per_question"]
 
 
 def test_judge_group_is_refused_for_judges_other_than_openai(

@@ -34,7 +34,7 @@ import httpx
 from ..errors import InvalidInputError, JudgeError
 from ._http import gather_warm_first
 from .base import CallEstimate, Candidate, Judge, JudgeRequest
-from .grading import graded_probability
+from .grading import graded_probability, unreadable_answer
 from .openai_compat import is_loopback_url
 from .prompts import GRADED_QUESTION, JudgePrompt, pointwise_prompt
 from .prompts import ChatMessages as ChatMessages
@@ -52,7 +52,6 @@ ENDPOINT_ATTRIBUTES = (
     "endpoint",
     "server_url",
 )
-ANSWER_PREVIEW = 80
 _ONE_WORD = re.compile(r"^[\W_]*(yes|no)[\W_]*$", re.IGNORECASE)
 
 
@@ -186,11 +185,7 @@ def one_word_answer(text: str) -> float:
     """1.0 for a reply that is just "yes", 0.0 for just "no" (case and punctuation ignored)."""
     match = _ONE_WORD.match(text.strip())
     if match is None:
-        preview = text if len(text) <= ANSWER_PREVIEW else text[:ANSWER_PREVIEW] + "..."
-        raise JudgeError(
-            f"the model answered {preview!r}, not yes or no; use an instruction-following "
-            "model with thinking disabled, or one that returns token log-probabilities"
-        )
+        raise unreadable_answer(text, "yes or no", ", or one that returns token log-probabilities")
     return 1.0 if match.group(1).lower() == "yes" else 0.0
 
 

@@ -29,12 +29,17 @@ def graded_probability(text: str, alternatives: Sequence[tuple[str, float]] | No
         return sum(value * weight for value, weight in digits) / total
     match = _GRADE.match(text.strip())
     if match is None:
-        preview = text if len(text) <= ANSWER_PREVIEW else text[:ANSWER_PREVIEW] + "..."
-        raise JudgeError(
-            f"the model answered {preview!r}, not a grade from 0 to 4; use an "
-            "instruction-following model with thinking disabled"
-        )
+        raise unreadable_answer(text, "a grade from 0 to 4")
     return GRADE_PROBABILITIES[match.group(1)]
+
+
+def unreadable_answer(text: str, expected: str, advice: str = "") -> JudgeError:
+    """The error for a reply that is not what was asked for, quoting its start."""
+    preview = text if len(text) <= ANSWER_PREVIEW else text[:ANSWER_PREVIEW] + "..."
+    return JudgeError(
+        f"the model answered {preview!r}, not {expected}; use an instruction-following model "
+        f"with thinking disabled{advice}"
+    )
 
 
 def answer_positions(tokens: Sequence[str], count: int) -> dict[int, int]:
