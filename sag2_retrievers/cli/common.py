@@ -58,10 +58,19 @@ def judge_options() -> argparse.ArgumentParser:
         "--judge",
         choices=JUDGE_NAMES,
         help="evidence judge (default: jev when OPENROUTER_API_KEY or TYPESAFE_API_KEY is set, "
-        "else local, the offline learned judge; local-similarity is the embedding-similarity one)",
+        "else local, the offline pool judge; local-learned and local-similarity embed passages)",
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")
+    options.add_argument(
+        "--judge-transport",
+        choices=("chat", "completions"),
+        default="chat",
+        help="openai judge: one chat call per candidate, or batched /v1/completions (vLLM)",
+    )
+    options.add_argument(
+        "--judge-group", type=positive_int, default=1, metavar="K", help="openai judge: K per call"
+    )
     options.add_argument("--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds")
     return options
 
@@ -137,6 +146,8 @@ def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
         base_url=args.base_url,
         cache_path=getattr(args, "cache", None),
         db_path=db_path or getattr(args, "db", None),
+        transport=args.judge_transport,
+        group_size=args.judge_group,
     )
 
 

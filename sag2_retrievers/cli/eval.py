@@ -17,6 +17,8 @@ from ..corpus_io import read_corpus
 from ..documents import Document
 from ..errors import InvalidInputError
 from ..eval.datasets import EvalQuestion, load_questions, pool_corpus
+from ..eval.estimate import check_input_budget, estimate_run
+from ..eval.estimate import describe as describe_estimate
 from ..eval.runner import (
     EvalOptions,
     EvalRun,
@@ -69,6 +71,12 @@ def add_eval_command(
     command.add_argument("--out", metavar="FILE.json", help="write the full report here")
     command.add_argument("--cache", metavar="PATH", help="judgment cache file (resumable runs)")
     command.add_argument(
+        "--estimate", action="store_true", help="print expected judge calls and tokens; no run"
+    )
+    command.add_argument(
+        "--max-input-tokens", type=positive_int, metavar="N", help="refuse a larger estimate"
+    )
+    command.add_argument(
         "--trace-html",
         metavar="DIR",
         help="with --method sag2: write one HTML trace per question here, gold passages marked",
@@ -87,6 +95,8 @@ def run_eval(args: argparse.Namespace) -> int:
         raise UsageError("--budget-matched needs --method sag2 (the one-shot pool is judged)")
     if args.trace_html and args.method != "sag2":
         raise UsageError("--trace-html needs --method sag2 (BM25 has no rounds to draw)")
+    if (args.estimate or args.max_input_tokens) and args.method != "sag2":
+        raise UsageError("--estimate and --max-input-tokens need --method sag2 (a judged run)")
     questions = _questions_with_gold(args.questions)
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None
@@ -94,6 +104,12 @@ def run_eval(args: argparse.Namespace) -> int:
     with existing_index(args.db) as index:
         judge = chosen_judge(args) if args.method == "sag2" else None
         config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
+        if judge is not None and (args.estimate or args.max_input_tokens):
+            expected = estimate_run(index, selected, judge, config)
+            print(describe_estimate(expected))
+            if args.estimate:
+                return EXIT_OK
+            check_input_budget(expected, args.max_input_tokens)
         options = EvalOptions(
             args.method,
             config,

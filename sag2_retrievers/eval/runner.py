@@ -132,7 +132,8 @@ class EvalRun:
         """The machine-readable report, with enough per-question detail to compare two runs.
 
         Summary metrics are in percent, per-question ones are fractions. Usage counts what this
-        run paid (cache hits add judgments but no calls, tokens or cost).
+        run paid (cache hits add judgments but no calls, tokens or cost); cached input tokens
+        are the part of the input tokens the provider reported serving from its prompt cache.
         ``seconds_per_question`` is wall time over questions, so it reflects the concurrency;
         each per-question ``seconds`` includes waiting for the judge shared with other questions.
         """
@@ -150,7 +151,11 @@ class EvalRun:
             "index_bytes": index_bytes,
             "judgments_per_question": self.judgments_per_question,
             "http_calls_per_question": self.usage.http_calls / n,
+            "input_tokens_per_question": self.usage.input_tokens / n,
+            "cached_input_tokens_per_question": self.usage.cached_input_tokens / n,
+            "output_tokens_per_question": self.usage.output_tokens / n,
             "input_tokens": self.usage.input_tokens,
+            "cached_input_tokens": self.usage.cached_input_tokens,
             "output_tokens": self.usage.output_tokens,
             "cost_usd": self.usage.cost_usd,
             "seconds_per_question": self.wall_seconds / n,

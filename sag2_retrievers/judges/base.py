@@ -71,13 +71,18 @@ class JudgeRequest:
 
 @dataclass
 class Usage:
-    """Counters a judge accumulates: judgments, HTTP calls, tokens and reported cost."""
+    """Counters a judge accumulates: judgments, HTTP calls, tokens and reported cost.
+
+    ``input_tokens`` counts every prompt token, ``cached_input_tokens`` the part of them the
+    provider reported serving from its prompt cache.
+    """
 
     judgments: int = 0
     http_calls: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(
@@ -88,6 +93,7 @@ class Usage:
         input_tokens: int = 0,
         output_tokens: int = 0,
         cost_usd: float = 0.0,
+        cached_input_tokens: int = 0,
     ) -> None:
         """Add to the counters (and to the retrieval tracking them); thread-safe."""
         with self._lock:
@@ -96,6 +102,7 @@ class Usage:
             self.input_tokens += input_tokens
             self.output_tokens += output_tokens
             self.cost_usd += cost_usd
+            self.cached_input_tokens += cached_input_tokens
         tracking = _TRACKED_USAGE.get()
         if tracking is not None and tracking[0] is self:
             tracking[1].add(
@@ -104,6 +111,7 @@ class Usage:
                 input_tokens=input_tokens,
                 output_tokens=output_tokens,
                 cost_usd=cost_usd,
+                cached_input_tokens=cached_input_tokens,
             )
 
     def snapshot(self) -> UsageSnapshot:
@@ -115,6 +123,7 @@ class Usage:
                 self.input_tokens,
                 self.output_tokens,
                 self.cost_usd,
+                self.cached_input_tokens,
             )
 
 
@@ -127,6 +136,7 @@ class UsageSnapshot:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0
 
     def __sub__(self, other: UsageSnapshot) -> UsageSnapshot:
         """The usage accrued between two readings."""
@@ -136,6 +146,21 @@ class UsageSnapshot:
             self.input_tokens - other.input_tokens,
             self.output_tokens - other.output_tokens,
             self.cost_usd - other.cost_usd,
+            self.cached_input_tokens - other.cached_input_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class CallEstimate:
+    """The HTTP calls and input tokens a judge expects to spend on one request."""
+
+    http_calls: int = 0
+    input_tokens: int = 0
+
+    def __add__(self, other: CallEstimate) -> CallEstimate:
+        """The estimate of both requests together."""
+        return CallEstimate(
+            self.http_calls + other.http_calls, self.input_tokens + other.input_tokens
         )
 
 
@@ -204,6 +229,11 @@ class Judge(abc.ABC):
         validate_scores(scores, len(request.candidates), self.identity)
         self.usage.add(judgments=len(scores))
         return [float(s) for s in scores]
+
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The calls and input tokens scoring ``request`` would take, sending nothing; the
+        default, for judges that run on this machine, is none."""
+        return CallEstimate()
 
     def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
         """Prepare passage-side work (e.g. embeddings) ahead of questions; returns how many

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._sqlite import connect, write_many
 from ..errors import IndexFullError, JudgeError
-from .base import Candidate, Judge, JudgeRequest, UsageSnapshot
+from .base import CallEstimate, Candidate, Judge, JudgeRequest, UsageSnapshot
 
 # Bump when the key's ingredients change, so old rows are never mistaken for new ones.
 KEY_FORMAT = "sag2-judgment/1"
@@ -96,6 +96,10 @@ class CachedJudge(Judge):
         """The inner judge's identity: a cache is transparent to whoever reads scores."""
         return self._inner.identity
 
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The inner judge's estimate: an upper bound, since stored judgments cost nothing."""
+        return self._inner.estimate(request)
+
     def precompute(self, candidates: Sequence[Candidate], *, progress: bool = False) -> int:
         """The inner judge's passage-side preparation (the cache holds judgments, not passages)."""
         return self._inner.precompute(candidates, progress=progress)
@@ -147,6 +151,7 @@ class CachedJudge(Judge):
             input_tokens=spent.input_tokens,
             output_tokens=spent.output_tokens,
             cost_usd=spent.cost_usd,
+            cached_input_tokens=spent.cached_input_tokens,
         )
         judged = {key: score for (key, _), score in zip(misses, scores, strict=True)}
         await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))

@@ -6,9 +6,15 @@ answer live here, so every chat-model judge asks the same question and scores it
 
 A reply is read in two ways. When the model returns the first token's top log-probabilities
 and "yes" or "no" is among them, the score is P(yes) normalised against P(no), as in
-`OpenAICompatJudge`. Otherwise the reply text must be the single word yes or no, giving a
-coarser score of 1.0 or 0.0; equal scores are then ordered by the engine's usual tie-break
-(fusion score, then unit id).
+`OpenAICompatJudge`: the preferred path. A model that returns no log-probabilities (many
+hosted APIs) is asked instead for a graded verdict, one digit from 0 (not evidence) to 4 (a
+necessary fact of the chain), read as probability grade / 4: five levels rather than the
+1.0 / 0.0 of a bare yes or no, so seed weights and the last round's sort keep some signal.
+The first such reply is asked again graded, and the judge asks graded from then on.
+
+Within a request, with ``warm_first`` (default), one candidate is asked first and the others
+once it has returned, so the round's shared block (sent first, byte-identical for every
+candidate) is in the provider's prefix cache for them.
 """
 
 from __future__ import annotations
@@ -19,16 +25,20 @@ import math
 import re
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from ..errors import InvalidInputError, JudgeError
-from ._http import gather_or_cancel
-from .base import Candidate, Judge, JudgeRequest
-from .openai_compat import build_messages, is_loopback_url
+from ._http import gather_warm_first
+from .base import CallEstimate, Candidate, Judge, JudgeRequest
+from .grading import graded_probability, unreadable_answer
+from .openai_compat import is_loopback_url
+from .prompts import GRADED_QUESTION, JudgePrompt, pointwise_prompt
+from .prompts import ChatMessages as ChatMessages
+from .tokens import token_count as token_count
 
 # Attributes under which common model classes keep their server's address (LlamaIndex
 # OpenAI/OpenAILike: api_base; Ollama: base_url; LangChain ChatOpenAI: openai_api_base; vLLM
@@ -42,34 +52,40 @@ ENDPOINT_ATTRIBUTES = (
     "endpoint",
     "server_url",
 )
-ANSWER_PREVIEW = 80
 _ONE_WORD = re.compile(r"^[\W_]*(yes|no)[\W_]*$", re.IGNORECASE)
-
-ChatMessages = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
 class ChatAnswer:
-    """What a chat model said: its text, the first token's alternatives if any, its tokens."""
+    """What a chat model said: its text, the first token's alternatives if any, its tokens
+    (``input_tokens`` all of the prompt, ``cached_input_tokens`` the part served from cache)."""
 
     text: str
     alternatives: tuple[tuple[str, float], ...] | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
 
 
 class ChatModelJudge(Judge):
     """Ask a chat model whether each candidate is evidence; subclasses implement `_ask`.
 
     At most ``max_concurrency`` model calls are in flight per event loop. Each call counts as
-    one entry of ``usage.http_calls``, with the tokens the model reports.
+    one entry of ``usage.http_calls``, with the tokens the model reports. ``warm_first``
+    sends one candidate of a request before the others. ``graded``: None (default) asks for
+    a 0-4 grade once the model has returned no log-probabilities, True always asks for a
+    grade, False never does (a bare yes or no then scores 1.0 or 0.0).
     """
 
-    def __init__(self, *, max_concurrency: int = 8) -> None:
+    def __init__(
+        self, *, max_concurrency: int = 8, warm_first: bool = True, graded: bool | None = None
+    ) -> None:
         super().__init__()
         if not isinstance(max_concurrency, int) or max_concurrency < 1:
             raise InvalidInputError(f"max_concurrency must be at least 1, got {max_concurrency!r}")
         self._max_concurrency = max_concurrency
+        self._warm_first = warm_first
+        self._graded = graded
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
@@ -79,20 +95,49 @@ class ChatModelJudge(Judge):
     async def _ask(self, messages: ChatMessages) -> ChatAnswer:
         """Send one system + user conversation to the model and return its answer."""
 
+    async def _ask_prompt(self, prompt: JudgePrompt) -> ChatAnswer:
+        """Send one prompt; adapters whose provider caches marked blocks override this."""
+        return await self._ask(prompt.messages())
+
     async def _score(self, request: JudgeRequest) -> list[float]:
         """Ask about every candidate concurrently, within the concurrency cap."""
         slots = self._loop_slots()
-        return await gather_or_cancel(
-            self._judge_one(slots, request, candidate) for candidate in request.candidates
+        return await gather_warm_first(
+            (self._judge_one(slots, request, candidate) for candidate in request.candidates),
+            self._warm_first,
         )
+
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """One call per candidate, with its prompt's (roughly counted) tokens."""
+        prompts = [pointwise_prompt(request, candidate) for candidate in request.candidates]
+        return CallEstimate(len(prompts), sum(prompt.estimated_tokens() for prompt in prompts))
 
     async def _judge_one(
         self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
     ) -> float:
-        """One model call for one candidate; returns its yes-probability."""
+        """One model call for one candidate (two when it reveals a model without
+        log-probabilities); returns its yes-probability."""
+        if self._graded:
+            return await self._graded_score(slots, request, candidate)
+        answer = await self._call(slots, pointwise_prompt(request, candidate))
+        alternatives = answer.alternatives or ()
+        if self._graded is None and _normalised_yes(alternatives) is None:
+            self._graded = True
+            return await self._graded_score(slots, request, candidate)
+        return self._read(lambda _: answer_probability(answer), answer.text)
+
+    async def _graded_score(
+        self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
+    ) -> float:
+        """The candidate's 0-4 grade as a probability."""
+        answer = await self._call(slots, pointwise_prompt(request, candidate, GRADED_QUESTION))
+        return self._read(lambda text: graded_probability(text, answer.alternatives), answer.text)
+
+    async def _call(self, slots: asyncio.Semaphore, prompt: JudgePrompt) -> ChatAnswer:
+        """One model call within the concurrency cap, counted with its tokens."""
         async with slots:
             try:
-                answer = await self._ask(build_messages(request, candidate))
+                answer = await self._ask_prompt(prompt)
             except JudgeError:
                 raise
             except Exception as error:
@@ -102,10 +147,17 @@ class ChatModelJudge(Judge):
                     "see the chained exception"
                 ) from error
         self.usage.add(
-            http_calls=1, input_tokens=answer.input_tokens, output_tokens=answer.output_tokens
+            http_calls=1,
+            input_tokens=answer.input_tokens,
+            cached_input_tokens=answer.cached_input_tokens,
+            output_tokens=answer.output_tokens,
         )
+        return answer
+
+    def _read(self, parse: Callable[[str], float], text: str) -> float:
+        """Read a reply's text, naming this judge in the JudgeError."""
         try:
-            return answer_probability(answer)
+            return parse(text)
         except JudgeError as error:
             raise JudgeError(f"judge {self.identity!r}: {error}") from None
 
@@ -133,11 +185,7 @@ def one_word_answer(text: str) -> float:
     """1.0 for a reply that is just "yes", 0.0 for just "no" (case and punctuation ignored)."""
     match = _ONE_WORD.match(text.strip())
     if match is None:
-        preview = text if len(text) <= ANSWER_PREVIEW else text[:ANSWER_PREVIEW] + "..."
-        raise JudgeError(
-            f"the model answered {preview!r}, not yes or no; use an instruction-following "
-            "model with thinking disabled, or one that returns token log-probabilities"
-        )
+        raise unreadable_answer(text, "yes or no", ", or one that returns token log-probabilities")
     return 1.0 if match.group(1).lower() == "yes" else 0.0
 
 
@@ -192,13 +240,6 @@ def _is_logprob(value: object) -> bool:
         and math.isfinite(value)
         and value <= 0.0
     )
-
-
-def token_count(value: object) -> int:
-    """A reported token count, or 0 when missing or malformed."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return 0
 
 
 def model_endpoints(model: object) -> list[str]:

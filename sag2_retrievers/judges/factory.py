@@ -9,7 +9,7 @@ from .base import Judge
 from .cache import CachedJudge
 from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
-from .openai_compat import OpenAICompatJudge
+from .openai_compat import OpenAICompatJudge, Transport
 
 JUDGE_NAMES = (
     "local",
@@ -40,13 +40,23 @@ def make_judge(
     base_url: str | None = None,
     cache_path: str | None = None,
     db_path: str | None = None,
+    transport: Transport = "chat",
+    group_size: int = 1,
 ) -> Judge:
     """The judge called ``name``, wrapped in a judgment cache at ``cache_path`` when given.
 
     ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``db_path`` (the
     index file) holds the local judge's embedding cache, so passages are encoded once.
+    ``transport`` and ``group_size`` choose the openai judge's transport and grouping.
     """
-    judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
+    if name == "openai":
+        judge = _openai_judge(model, base_url, transport, group_size)
+    elif transport != "chat" or group_size != 1:
+        raise JudgeConfigurationError(
+            f"--judge-transport and --judge-group apply to the openai judge, not {name!r}"
+        )
+    else:
+        judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
     return CachedJudge(judge, cache_path) if cache_path else judge
 
 
@@ -58,8 +68,6 @@ def _base_judge(
         return OverlapJudge()
     if name == "jev":
         return _jev_judge(model, base_url)
-    if name == "openai":
-        return _openai_judge(model, base_url)
     if name == "local":
         name = LOCAL_DEFAULT
     if name == "local-pool":
@@ -91,7 +99,9 @@ def _jev_judge(model: str | None, base_url: str | None) -> Judge:
     return JEVJudge(provider=provider, model=model, base_url=base_url)
 
 
-def _openai_judge(model: str | None, base_url: str | None) -> Judge:
+def _openai_judge(
+    model: str | None, base_url: str | None, transport: Transport, group_size: int
+) -> Judge:
     """An OpenAI-compatible judge; base URL and model from the arguments or the environment."""
     url = base_url or os.environ.get(OPENAI_BASE_URL_ENV, "").strip()
     name = model or os.environ.get(OPENAI_MODEL_ENV, "").strip()
@@ -101,7 +111,7 @@ def _openai_judge(model: str | None, base_url: str | None) -> Judge:
             f"{OPENAI_BASE_URL_ENV} and {OPENAI_MODEL_ENV} "
             "(for example http://127.0.0.1:8000 and the served model's name)"
         )
-    return OpenAICompatJudge(url, name)
+    return OpenAICompatJudge(url, name, transport=transport, group_size=group_size)
 
 
 def _pool_judge() -> Judge:

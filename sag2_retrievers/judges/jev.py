@@ -23,9 +23,10 @@ from ._http import (
     finite_number,
     gather_or_cancel,
     new_client,
+    plan_batches,
     post_json,
 )
-from .base import Candidate, ContextPassage, Judge, JudgeRequest
+from .base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
 
 Provider = Literal["openrouter", "typesafe"]
 
@@ -185,6 +186,15 @@ class JEVJudge(Judge):
                 scores[position] = value
         return scores
 
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The requests the budget splits the candidates into, and their estimated tokens."""
+        state = build_state(request)
+        questions = [build_question(candidate) for candidate in request.candidates]
+        batches = self._plan(state, questions)
+        state_tokens = estimate_tokens(state, REQUEST_ENVELOPE_BYTES + len(self._model))
+        question_tokens = sum(estimate_tokens(q, QUESTION_ID_BYTES) for q in questions)
+        return CallEstimate(len(batches), state_tokens * len(batches) + question_tokens)
+
     def _plan(
         self, state: Mapping[str, Any], questions: Sequence[Mapping[str, Any]]
     ) -> list[list[int]]:
@@ -301,22 +311,6 @@ def estimate_tokens(value: Any, extra_bytes: int = 0) -> int:
     """A conservative token estimate for a JSON value: its UTF-8 size over BYTES_PER_TOKEN."""
     size = len(json.dumps(value, ensure_ascii=False).encode("utf-8")) + extra_bytes
     return math.ceil(size / BYTES_PER_TOKEN)
-
-
-def plan_batches(state_tokens: int, question_tokens: Sequence[int], budget: int) -> list[list[int]]:
-    """Group question positions, in order, so each group plus the state stays within budget."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    used = state_tokens
-    for position, tokens in enumerate(question_tokens):
-        if current and used + tokens > budget:
-            batches.append(current)
-            current, used = [], state_tokens
-        current.append(position)
-        used += tokens
-    if current:
-        batches.append(current)
-    return batches
 
 
 def read_noul_answers(

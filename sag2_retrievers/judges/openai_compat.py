@@ -1,11 +1,13 @@
-"""A judge for any OpenAI-compatible chat endpoint that reports token log-probabilities.
+"""A judge for any OpenAI-compatible endpoint that reports token log-probabilities.
 
-Each candidate is one ``/v1/chat/completions`` call asking a yes/no question with
-``max_tokens: 1`` and ``top_logprobs: 20``; the score is the probability of "yes" normalised
-against "no". The server must return log-probabilities for chat completions:
+With the default ``chat`` transport each candidate is one ``/v1/chat/completions`` call
+asking a yes/no question with ``max_tokens: 1`` and ``top_logprobs: 20``; the score is the
+probability of "yes" normalised against "no". The ``completions`` transport renders the same
+conversations with a chat template and sends many of them in one ``/v1/completions``
+request (see `transports`), for the same score. The server must return log-probabilities:
 
 - vLLM: supported out of the box; ``top_logprobs`` may not exceed the server's
-  ``--max-logprobs`` (default 20).
+  ``--max-logprobs`` (default 20). Both transports.
 - llama.cpp ``llama-server``: supported by builds from 2025 on, no flag needed.
 - Ollama: supported from version 0.12.11 on its ``/v1`` endpoint.
 
@@ -19,11 +21,10 @@ import ipaddress
 import json
 import math
 import os
-import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 import httpx
 
@@ -37,15 +38,35 @@ from ._http import (
     check_base_url,
     finite_number,
     gather_or_cancel,
+    gather_warm_first,
     new_client,
+    plan_batches,
     post_json,
 )
-from .base import Candidate, ContextPassage, Judge, JudgeRequest
+from .base import CallEstimate, Candidate, Judge, JudgeRequest
+from .grading import answer_positions
+from .prompts import JudgePrompt, grouped_prompt, pointwise_prompt
+from .prompts import build_messages as build_messages
+from .prompts import build_user_message as build_user_message
+from .tokens import read_token_counts
+from .transports import (
+    CHATML,
+    RenderChat,
+    check_batch_limits,
+    first_token_records,
+    template_name,
+)
 
+Transport = Literal["chat", "completions"]
+_T = TypeVar("_T")
 API_KEY_ENV = "SAG2_OPENAI_API_KEY"
 TOP_LOGPROBS = 20
 LOOPBACK_NAMES = frozenset({"localhost"})
-_LINE_BREAKING = re.compile("[\x7f-\x9f\u2028\u2029]")
+DEFAULT_MAX_BATCH_SIZE = 128
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+# Output tokens allowed per line of a grouped answer ("12: yes" and a line break) and overall.
+GROUP_TOKENS_PER_LINE = 6
+GROUP_SPARE_TOKENS = 8
 LOGPROBS_HELP = (
     "the judge needs token log-probabilities: use vLLM (top_logprobs up to --max-logprobs, "
     "default 20), a llama.cpp llama-server build from 2025 or later, or Ollama 0.12.11 or later"
@@ -61,7 +82,7 @@ class _LoopSession:
 
 
 class OpenAICompatJudge(Judge):
-    """Ask a self-hosted or remote OpenAI-compatible model one yes/no question per candidate.
+    """Ask a self-hosted or remote OpenAI-compatible model whether each candidate is evidence.
 
     ``base_url`` is the server's root, with or without a trailing ``/v1`` (for example
     ``http://127.0.0.1:8000`` for vLLM or ``http://localhost:11434/v1`` for Ollama). The API key
@@ -73,10 +94,22 @@ class OpenAICompatJudge(Judge):
     ``max_attempts`` times in all, honouring retry-after. ``retry_policy`` sets the waits
     between attempts (its own attempt count is replaced by ``max_attempts``). ``timeout``
     bounds each attempt from connecting to the reply's last byte, ``deadline`` (optional) one
-    candidate's request with its retries; a reply over ``max_reply_bytes`` fails unretried.
+    request with its retries; a reply over ``max_reply_bytes`` fails unretried.
     Proxy variables (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the
     machine; pass ``proxy`` to use one (a non-loopback proxy makes the judge count as
     off-machine).
+
+    Cost: with ``warm_first`` (default) one call of a request is sent alone and the others
+    once it has returned, so the round's shared block is in the server's prefix cache for
+    them; ``cache_hints`` (default) adds a ``prompt_cache_key`` naming the question's round,
+    which routes OpenAI's cache and is ignored by servers that do not know it. Neither
+    changes a prompt. ``transport="completions"`` sends the prompts, rendered with
+    ``chat_template`` (default ChatML; pass the model's own), in ``/v1/completions``
+    requests of at most ``max_batch_size`` prompts and ``max_body_bytes`` bytes.
+    ``group_size=K`` (chat transport, opt-in) asks about K candidates per call, one numbered
+    line each, reading P(yes) from each line's answer token; a line missing or unreadable is
+    asked again alone. Grouping means a candidate is no longer judged in isolation, and its
+    recall against one call per candidate has not been measured here.
     """
 
     def __init__(
@@ -88,14 +121,22 @@ class OpenAICompatJudge(Judge):
         max_concurrency: int = 8,
         timeout: float = 120.0,
         max_attempts: int = 4,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: httpx.AsyncBaseTransport | Transport | None = None,
         retry_policy: RetryPolicy | None = None,
         proxy: str | None = None,
         deadline: float | None = None,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        warm_first: bool = True,
+        cache_hints: bool = True,
+        chat_template: RenderChat = CHATML,
+        max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        group_size: int = 1,
+        http_transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
+        check_batch_limits(max_batch_size, max_body_bytes)
         if proxy is not None:
             check_base_url(proxy, API_KEY_ENV)
         self._proxy = proxy
@@ -103,7 +144,15 @@ class OpenAICompatJudge(Judge):
         self._model = model
         self._max_concurrency = max_concurrency
         self._timeout = timeout
-        self._transport = transport
+        self._api = _api_transport(transport, group_size)
+        self._http_transport = http_transport or (None if isinstance(transport, str) else transport)
+        self._warm_first = warm_first
+        self._cache_hints = cache_hints
+        self._chat_template = chat_template
+        self._max_batch_size = max_batch_size
+        self._max_body_bytes = max_body_bytes
+        self._group_size = group_size
+        self.scores_whole_request = group_size > 1
         self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._policy = replace(retry_policy or RetryPolicy(), max_attempts=max_attempts)
         key = api_key or os.environ.get(API_KEY_ENV)
@@ -113,6 +162,7 @@ class OpenAICompatJudge(Judge):
             key_source=f"the api_key argument or {API_KEY_ENV}",
             key=Secret(key) if key else None,
         )
+        self._completions = replace(self._endpoint, url=completions_url(self._base_url))
         self.sends_data_off_machine = not is_loopback_url(self._base_url) or (
             proxy is not None and not is_loopback_url(proxy)
         )
@@ -120,19 +170,44 @@ class OpenAICompatJudge(Judge):
         self._sessions_lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"OpenAICompatJudge(model={self._model!r}, base_url={self._base_url!r})"
+        return (
+            f"OpenAICompatJudge(model={self._model!r}, base_url={self._base_url!r}, "
+            f"transport={self._api!r}, group_size={self._group_size})"
+        )
 
     @property
     def identity(self) -> str:
-        """``openai-compat:<model>@<base_url>``."""
-        return f"openai-compat:{self._model}@{self._base_url}"
+        """``openai-compat:<model>@<base_url>``, then the transport or grouping if not plain."""
+        name = f"openai-compat:{self._model}@{self._base_url}"
+        if self._api == "completions":
+            name += f";completions:{template_name(self._chat_template)}"
+        if self._group_size > 1:
+            name += f";group={self._group_size}"
+        return name
 
     async def _score(self, request: JudgeRequest) -> list[float]:
-        """Ask about every candidate concurrently, within the concurrency cap."""
+        """Score every candidate through the chosen transport, within the concurrency cap."""
         session = self._session()
-        return await gather_or_cancel(
-            self._judge_one(session, request, candidate) for candidate in request.candidates
+        if self._api == "completions":
+            return await self._score_completions(session, request)
+        if self._group_size > 1:
+            return await self._score_grouped(session, request)
+        return await gather_warm_first(
+            (self._judge_one(session, request, candidate) for candidate in request.candidates),
+            self._warm_first,
         )
+
+    def estimate(self, request: JudgeRequest) -> CallEstimate:
+        """The calls and (roughly counted) input tokens of scoring the request."""
+        prompts = [pointwise_prompt(request, candidate) for candidate in request.candidates]
+        if self._api == "completions":
+            batches = self._completion_batches([self._render(p) for p in prompts])
+            return CallEstimate(len(batches), sum(p.estimated_tokens() for p in prompts))
+        if self._group_size > 1:
+            groups = _groups(request.candidates, self._group_size)
+            tokens = sum(grouped_prompt(request, group).estimated_tokens() for group in groups)
+            return CallEstimate(len(groups), tokens)
+        return CallEstimate(len(prompts), sum(p.estimated_tokens() for p in prompts))
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
@@ -145,21 +220,119 @@ class OpenAICompatJudge(Judge):
         self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
     ) -> float:
         """One chat completion for one candidate; returns its yes-probability."""
-        payload = {
+        payload = self._chat_payload(pointwise_prompt(request, candidate), max_tokens=1)
+        reply = await self._post(session, self._endpoint, payload)
+        return self._read(lambda: yes_probability(reply))
+
+    async def _score_grouped(self, session: _LoopSession, request: JudgeRequest) -> list[float]:
+        """One chat completion per group of candidates, concatenated in candidate order."""
+        groups = _groups(request.candidates, self._group_size)
+        scores = await gather_warm_first(
+            (self._judge_group(session, request, group) for group in groups), self._warm_first
+        )
+        return [score for group_scores in scores for score in group_scores]
+
+    async def _judge_group(
+        self, session: _LoopSession, request: JudgeRequest, group: Sequence[Candidate]
+    ) -> list[float]:
+        """Judge a group in one call; candidates whose line is unreadable are asked alone."""
+        max_tokens = GROUP_TOKENS_PER_LINE * len(group) + GROUP_SPARE_TOKENS
+        payload = self._chat_payload(grouped_prompt(request, group), max_tokens=max_tokens)
+        reply = await self._post(session, self._endpoint, payload)
+        records = self._read(lambda: _token_records(reply))
+        tokens = [str(record.get("token", "")) for record in records]
+        scores: dict[int, float] = {}
+        for number, position in answer_positions(tokens, len(group)).items():
+            probability = _line_probability(records[position])
+            if probability is not None:
+                scores[number] = probability
+        unread = [n for n in range(1, len(group) + 1) if n not in scores]
+        asked = await gather_or_cancel(
+            self._judge_one(session, request, group[number - 1]) for number in unread
+        )
+        scores.update(zip(unread, asked, strict=True))
+        return [scores[number] for number in range(1, len(group) + 1)]
+
+    async def _score_completions(self, session: _LoopSession, request: JudgeRequest) -> list[float]:
+        """Send the rendered prompts in batched completions requests; scores in order."""
+        prompts = [self._render(pointwise_prompt(request, c)) for c in request.candidates]
+        batches = self._completion_batches(prompts)
+        batch_scores = await gather_warm_first(
+            (self._judge_batch(session, [prompts[p] for p in batch]) for batch in batches),
+            self._warm_first and len(batches) > 1,
+        )
+        scores = [0.0] * len(prompts)
+        for batch, values in zip(batches, batch_scores, strict=True):
+            for position, value in zip(batch, values, strict=True):
+                scores[position] = value
+        return scores
+
+    async def _judge_batch(self, session: _LoopSession, prompts: list[str]) -> list[float]:
+        """One completions request for a batch of rendered prompts."""
+        reply = await self._post(session, self._completions, self._completions_payload(prompts))
+        return self._read(
+            lambda: [record_yes_probability(r) for r in first_token_records(reply, len(prompts))]
+        )
+
+    def _completion_batches(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Prompt positions grouped into requests within the count and body-size limits;
+        with ``warm_first`` the first prompt goes alone, ahead of the rest."""
+        envelope = len(json.dumps(self._completions_payload([])).encode())
+        sizes = [len(json.dumps(prompt, ensure_ascii=False).encode()) + 2 for prompt in prompts]
+        for position, size in enumerate(sizes):
+            if envelope + size > self._max_body_bytes:
+                raise JudgeError(
+                    f"judge {self.identity!r}: the prompt of candidate {position} takes "
+                    f"{envelope + size:,} bytes, over max_body_bytes={self._max_body_bytes:,}; "
+                    "raise max_body_bytes or shorten the passages"
+                )
+        head = [[0]] if self._warm_first and len(prompts) > 1 else []
+        rest = plan_batches(
+            envelope, sizes[len(head) :], self._max_body_bytes, self._max_batch_size
+        )
+        return head + [[position + len(head) for position in batch] for batch in rest]
+
+    def _render(self, prompt: JudgePrompt) -> str:
+        """The prompt as the chat template renders its conversation."""
+        return self._chat_template(prompt.messages())
+
+    def _chat_payload(self, prompt: JudgePrompt, *, max_tokens: int) -> dict[str, Any]:
+        """A chat completions request for a prompt, with its cache key when hints are on."""
+        payload: dict[str, Any] = {
             "model": self._model,
-            "messages": build_messages(request, candidate),
-            "max_tokens": 1,
+            "messages": prompt.messages(),
+            "max_tokens": max_tokens,
             "temperature": 0,
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
         }
+        if self._cache_hints:
+            payload["prompt_cache_key"] = prompt.cache_key()
+        return payload
+
+    def _completions_payload(self, prompts: list[str]) -> dict[str, Any]:
+        """A completions request for rendered prompts, one answer token each."""
+        return {
+            "model": self._model,
+            "prompt": prompts,
+            "max_tokens": 1,
+            "temperature": 0,
+            "logprobs": TOP_LOGPROBS,
+        }
+
+    async def _post(
+        self, session: _LoopSession, endpoint: Endpoint, payload: Mapping[str, Any]
+    ) -> Any:
+        """Send one request within the concurrency cap and count the reply's tokens."""
         async with session.slots:
-            reply = await post_json(
-                session.client, self._endpoint, payload, self._policy, self._limits
-            )
+            reply = await post_json(session.client, endpoint, payload, self._policy, self._limits)
         self._add_token_usage(reply)
+        return reply
+
+    def _read(self, parse: Callable[[], _T]) -> _T:
+        """Run a reply parser, naming the server and model in its JudgeError."""
         try:
-            return yes_probability(reply)
+            return parse()
         except JudgeError as error:
             raise JudgeError(self._endpoint.describe(f"model {self._model!r}: {error}")) from None
 
@@ -187,71 +360,50 @@ class OpenAICompatJudge(Judge):
         return new_client(
             headers=headers,
             timeout=self._timeout,
-            transport=self._transport,
+            transport=self._http_transport,
             proxy=self._proxy,
             event_hooks={"request": [count_call]},
         )
 
     def _add_token_usage(self, reply: Any) -> None:
-        """Add the tokens (and cost, when a gateway reports one) of a reply to ``usage``."""
+        """Add the tokens (cached ones too) and cost, when a gateway reports one, to ``usage``."""
         usage = reply.get("usage") if isinstance(reply, Mapping) else None
         if not isinstance(usage, Mapping):
             return
+        counts = read_token_counts(usage)
         self.usage.add(
-            input_tokens=_count(usage.get("prompt_tokens")),
-            output_tokens=_count(usage.get("completion_tokens")),
+            input_tokens=counts.input_tokens,
+            cached_input_tokens=counts.cached_input_tokens,
+            output_tokens=counts.output_tokens,
             cost_usd=finite_number(usage.get("cost")) or 0.0,
         )
 
 
-def build_messages(request: JudgeRequest, candidate: Candidate) -> list[dict[str, str]]:
-    """The system instruction and a user message quoting question, context and candidate."""
-    return [
-        {"role": "system", "content": request.instruction},
-        {"role": "user", "content": build_user_message(request, candidate)},
-    ]
+def _api_transport(transport: object, group_size: int) -> Transport:
+    """The API transport named by ``transport`` (an httpx transport means chat), checked."""
+    api: Transport = "chat"
+    if transport == "completions":
+        api = "completions"
+    elif isinstance(transport, str) and transport != "chat":
+        raise InvalidInputError(f"transport must be 'chat' or 'completions', got {transport!r}")
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise InvalidInputError(f"group_size must be a positive integer, got {group_size!r}")
+    if group_size > 1 and api == "completions":
+        raise InvalidInputError("group_size needs the chat transport; use one or the other")
+    return api
 
 
-def build_user_message(request: JudgeRequest, candidate: Candidate) -> str:
-    """Quote every piece of data as a JSON string so passages cannot break out of their place."""
-    sections = [f"Question: {_quote(request.question)}"]
-    if request.context:
-        sections.append(_context_section(request.context))
-    if request.note:
-        sections.append(f"Note: {request.note}")
-    sections.append(
-        "Candidate passage to judge:\n"
-        f"Title: {_quote(candidate.title)}\n"
-        f"Text: {_quote(candidate.text)}"
-    )
-    sections.append("Answer yes or no.")
-    return "\n\n".join(sections)
+def _groups(candidates: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
+    """Consecutive groups of at most ``size`` candidates."""
+    return [candidates[start : start + size] for start in range(0, len(candidates), size)]
 
 
-def _context_section(context: Sequence[ContextPassage]) -> str:
-    """The shared context as numbered quoted passages, with previous scores when known."""
-    lines = ["Shared context (quoted passages):"]
-    for number, passage in enumerate(context, start=1):
-        score = ""
-        if passage.previous_score is not None:
-            score = f" (previous score {passage.previous_score:.2f})"
-        lines.append(f"[{number}] Title: {_quote(passage.title)}{score}")
-        lines.append(f"Text: {_quote(passage.text)}")
-    return "\n".join(lines)
-
-
-def _quote(text: str) -> str:
-    """A JSON string literal: delimited, with quotes and every line break escaped.
-
-    JSON escapes only C0 controls; U+0085, U+2028 and U+2029 (and the other C1 controls)
-    also end a line for many readers, so they are escaped too and a passage stays one line.
-    """
-    return _LINE_BREAKING.sub(_escape, json.dumps(text, ensure_ascii=False))
-
-
-def _escape(match: re.Match[str]) -> str:
-    """The JSON escape of one character."""
-    return f"\\u{ord(match.group()):04x}"
+def _line_probability(record: Mapping[str, Any]) -> float | None:
+    """P(yes) of a grouped answer's yes/no token, or None when its record is unusable."""
+    try:
+        return record_yes_probability(record)
+    except JudgeError:
+        return None
 
 
 def yes_probability(reply: Any) -> float:
@@ -260,7 +412,11 @@ def yes_probability(reply: Any) -> float:
     Tokens count as yes or no when their stripped, lowercased text is exactly that word. When
     neither appears, the sampled token decides (yes 1.0, no 0.0).
     """
-    first = _first_token(reply)
+    return record_yes_probability(_token_records(reply)[0])
+
+
+def record_yes_probability(first: Mapping[str, Any]) -> float:
+    """`yes_probability` of one token record (``token`` and its ``top_logprobs``)."""
     alternatives = _alternatives(first)
     log_yes = _log_total(alternatives, "yes")
     log_no = _log_total(alternatives, "no")
@@ -273,8 +429,8 @@ def yes_probability(reply: Any) -> float:
     return _sigmoid(log_yes - log_no)
 
 
-def _first_token(reply: Any) -> Mapping[str, Any]:
-    """The log-probability record of the reply's first generated token."""
+def _token_records(reply: Any) -> list[Mapping[str, Any]]:
+    """The log-probability records of the reply's generated tokens (at least one)."""
     choices = reply.get("choices") if isinstance(reply, Mapping) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
         raise JudgeError("the reply has no choices; the server may not be OpenAI-compatible")
@@ -282,7 +438,7 @@ def _first_token(reply: Any) -> Mapping[str, Any]:
     content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
     if not isinstance(content, list) or not content or not isinstance(content[0], Mapping):
         raise JudgeError(f"the reply carries no log-probabilities; {LOGPROBS_HELP}")
-    return content[0]
+    return [record if isinstance(record, Mapping) else {} for record in content]
 
 
 def _alternatives(first: Mapping[str, Any]) -> list[tuple[str, float]]:
@@ -338,17 +494,15 @@ def _sampled_answer(first: Mapping[str, Any]) -> float:
     )
 
 
-def _count(value: object) -> int:
-    """A reported token count, or 0 when missing or malformed."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return 0
-
-
 def chat_completions_url(base_url: str) -> str:
     """The chat completions URL under a base URL given with or without ``/v1``."""
     root = base_url.rstrip("/")
     return f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
+
+
+def completions_url(base_url: str) -> str:
+    """The completions URL under a base URL given with or without ``/v1``."""
+    return chat_completions_url(base_url).replace("/chat/completions", "/completions")
 
 
 def is_loopback_url(url: str) -> bool:

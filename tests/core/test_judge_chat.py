@@ -25,8 +25,10 @@ QUESTION = "Who painted the portrait?"
 class EchoJudge(ChatModelJudge):
     """Answers with a fixed reply, recording the messages it was sent."""
 
-    def __init__(self, answer: ChatAnswer, max_concurrency: int = 2) -> None:
-        super().__init__(max_concurrency=max_concurrency)
+    def __init__(
+        self, answer: ChatAnswer, max_concurrency: int = 2, graded: bool | None = False
+    ) -> None:
+        super().__init__(max_concurrency=max_concurrency, graded=graded)
         self.answer = answer
         self.sent: list[ChatMessages] = []
 

@@ -384,7 +384,10 @@ async def test_hostile_passages_stay_quoted_strings_in_chat_requests(
             "temperature",
             "logprobs",
             "top_logprobs",
+            "prompt_cache_key",
         }
+        key = body["prompt_cache_key"]
+        assert isinstance(key, str) and HOSTILE_QUESTION not in key and len(key) <= 64
         system, user = body["messages"]
         assert system == {"role": "system", "content": DEFAULT_INSTRUCTION}
         assert user["role"] == "user" and set(user) == {"role", "content"}

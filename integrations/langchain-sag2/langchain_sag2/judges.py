@@ -19,11 +19,13 @@ from sag2_retrievers.judges.chat import (
     ChatModelJudge,
     openai_alternatives,
     runs_on_this_machine,
-    token_count,
 )
+from sag2_retrievers.judges.prompts import JudgePrompt
+from sag2_retrievers.judges.tokens import read_token_counts
 
 TOP_LOGPROBS = 20
 MESSAGE_TYPES = {"system": SystemMessage, "user": HumanMessage}
+EPHEMERAL = {"type": "ephemeral"}
 
 # The callbacks of the retrieval run under way, so the judge's model calls become its children.
 _RUN_CALLBACKS: ContextVar[Callbacks] = ContextVar("sag2_langchain_run_callbacks", default=None)
@@ -40,7 +42,11 @@ class LangChainJudge(ChatModelJudge):
     1.0 / 0.0 score. ``logprobs=False`` never asks for them, ``True`` always does. Inside a
     `SAG2Retriever` run, the model calls appear as child runs of the retrieval. The judge
     counts as on this machine only when the model's endpoint (``base_url``,
-    ``openai_api_base``, ...) is a loopback address.
+    ``openai_api_base``, ...) is a loopback address. A ``ChatAnthropic`` model receives the
+    round's shared block as its own content block marked ``cache_control`` (Anthropic caches
+    only marked prefixes), the candidate in the next block; the text is unchanged. Cached
+    prompt tokens are read from ``usage_metadata["input_token_details"]["cache_read"]``.
+    ``warm_first`` and ``graded`` are `ChatModelJudge`'s.
     """
 
     def __init__(
@@ -49,8 +55,10 @@ class LangChainJudge(ChatModelJudge):
         *,
         max_concurrency: int = 8,
         logprobs: bool | None = None,
+        warm_first: bool = True,
+        graded: bool | None = None,
     ) -> None:
-        super().__init__(max_concurrency=max_concurrency)
+        super().__init__(max_concurrency=max_concurrency, warm_first=warm_first, graded=graded)
         if not isinstance(chat_model, BaseChatModel):
             raise InvalidInputError(
                 "LangChainJudge needs a langchain_core BaseChatModel, "
@@ -69,9 +77,24 @@ class LangChainJudge(ChatModelJudge):
         """``langchain:<model type>:<model name>``."""
         return f"langchain:{self.chat_model._llm_type}:{self._model()}"
 
+    async def _ask_prompt(self, prompt: JudgePrompt) -> ChatAnswer:
+        """An Anthropic model's prompt with its shared block marked for caching; others as is."""
+        if not is_anthropic(self.chat_model):
+            return await self._ask(prompt.messages())
+        blocks: list[str | dict[str, Any]] = [
+            {"type": "text", "text": prompt.shared, "cache_control": EPHEMERAL},
+            {"type": "text", "text": prompt.specific},
+        ]
+        return await self._invoke([SystemMessage(content=prompt.instruction), HumanMessage(blocks)])
+
     async def _ask(self, messages: ChatMessages) -> ChatAnswer:
+        """One ``ainvoke`` call of the conversation."""
+        return await self._invoke(
+            [MESSAGE_TYPES[m["role"]](content=m["content"]) for m in messages]
+        )
+
+    async def _invoke(self, chat: list[BaseMessage]) -> ChatAnswer:
         """One ``ainvoke`` call, as a child of the retrieval run when there is one."""
-        chat = [MESSAGE_TYPES[m["role"]](content=m["content"]) for m in messages]
         config: RunnableConfig = {"run_name": "sag2_judge", "callbacks": _RUN_CALLBACKS.get()}
         reply = await self._runnable.ainvoke(chat, config=config)
         if not isinstance(reply, AIMessage):
@@ -79,12 +102,13 @@ class LangChainJudge(ChatModelJudge):
                 f"chat model {type(self.chat_model).__name__} returned {type(reply).__name__}, "
                 "not an AIMessage"
             )
-        usage = reply.usage_metadata
+        counts = read_token_counts(reply.usage_metadata)
         return ChatAnswer(
             reply.text,
             _first_token_alternatives(reply.response_metadata.get("logprobs")),
-            token_count(usage["input_tokens"]) if usage else 0,
-            token_count(usage["output_tokens"]) if usage else 0,
+            counts.input_tokens,
+            counts.output_tokens,
+            counts.cached_input_tokens,
         )
 
     def _model(self) -> str:
@@ -94,6 +118,14 @@ class LangChainJudge(ChatModelJudge):
             if isinstance(value, str) and value:
                 return value
         return "unknown"
+
+
+def is_anthropic(model: object) -> bool:
+    """Whether a model is langchain-anthropic's ChatAnthropic (or a subclass), by name."""
+    return any(
+        kind.__name__ == "ChatAnthropic" or kind.__module__.startswith("langchain_anthropic")
+        for kind in type(model).__mro__
+    )
 
 
 @contextmanager

@@ -146,19 +146,20 @@ def test_one_word_answers_give_a_coarse_zero_or_one() -> None:
             "Yes." if "born in Dijon" in candidate_part(m[-1].content or "") else " no\n"
         )
     )
-    scores = asyncio.run(LlamaIndexLLMJudge(llm).score(request(EVIDENCE, "Paris is a city.")))
+    judge = LlamaIndexLLMJudge(llm, graded=False)
+    scores = asyncio.run(judge.score(request(EVIDENCE, "Paris is a city.")))
     assert scores == [1.0, 0.0]
 
 
 def test_logprobs_without_yes_or_no_fall_back_to_the_answer_text() -> None:
     """Alternatives naming neither word do not decide; the one-word answer does."""
     llm = ScriptedLLM(lambda m: reply("no", [[LogProb(token="maybe", logprob=-0.2)]]))
-    assert asyncio.run(LlamaIndexLLMJudge(llm).score(request(EVIDENCE))) == [0.0]
+    assert asyncio.run(LlamaIndexLLMJudge(llm, graded=False).score(request(EVIDENCE))) == [0.0]
 
 
 def test_mock_llm_echo_is_an_unparseable_reply() -> None:
     """MockLLM echoes the prompt, which is no yes/no answer: a JudgeError naming the judge."""
-    judge = LlamaIndexLLMJudge(MockLLM())
+    judge = LlamaIndexLLMJudge(MockLLM(), graded=False)
     with pytest.raises(JudgeError, match=r"llama-index:MockLLM.*not yes or no"):
         asyncio.run(judge.score(request(EVIDENCE)))
 

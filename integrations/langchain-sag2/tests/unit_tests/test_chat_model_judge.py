@@ -112,7 +112,7 @@ def test_sends_the_same_messages_as_the_other_judges() -> None:
 def test_generic_fake_chat_model_one_word_answers() -> None:
     """Without logprobs, a one-word "Yes" / "no." is a coarse 1.0 / 0.0."""
     model = GenericFakeChatModel(messages=iter([AIMessage("Yes"), AIMessage("no.")]))
-    judge = LangChainJudge(model, max_concurrency=1)
+    judge = LangChainJudge(model, max_concurrency=1, graded=False)
     assert asyncio.run(judge.score(request(EVIDENCE, "Paris is a city."))) == [1.0, 0.0]
 
 
@@ -120,7 +120,7 @@ def test_an_unparseable_reply_is_a_judge_error() -> None:
     """A sentence instead of yes or no raises JudgeError quoting the reply."""
     model = GenericFakeChatModel(messages=iter([AIMessage("It depends on the context")]))
     with pytest.raises(JudgeError, match="It depends on the context"):
-        asyncio.run(LangChainJudge(model).score(request(EVIDENCE)))
+        asyncio.run(LangChainJudge(model, graded=False).score(request(EVIDENCE)))
 
 
 def test_counts_calls_and_reported_tokens() -> None:

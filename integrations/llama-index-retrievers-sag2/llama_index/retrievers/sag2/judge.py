@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, LogProb, MessageRole
+from llama_index.core.base.llms.types import (
+    CacheControl,
+    CachePoint,
+    ChatMessage,
+    ChatResponse,
+    LogProb,
+    MessageRole,
+    TextBlock,
+)
 from llama_index.core.llms import LLM
 
 from sag2_retrievers import InvalidInputError, Judge
@@ -14,9 +22,10 @@ from sag2_retrievers.judges.chat import (
     ChatMessages,
     ChatModelJudge,
     runs_on_this_machine,
-    token_count,
     valid_alternatives,
 )
+from sag2_retrievers.judges.prompts import JudgePrompt
+from sag2_retrievers.judges.tokens import TokenCounts, field_of, read_token_counts, token_count
 
 ROLES = {"system": MessageRole.SYSTEM, "user": MessageRole.USER}
 
@@ -32,7 +41,12 @@ class LlamaIndexLLMJudge(ChatModelJudge):
     top_logprobs=20)``; ``chat_kwargs`` are passed to every ``achat`` call. Because the judge
     calls the LLM's own methods, its calls show up as LLM events and spans in LlamaIndex
     instrumentation. The judge counts as on this machine only when the LLM's endpoint
-    (``api_base``, ``base_url``, ...) is a loopback address.
+    (``api_base``, ``base_url``, ...) is a loopback address. An ``Anthropic`` LLM receives the
+    round's shared block as its own text block followed by a ``CachePoint`` (Anthropic caches
+    only marked prefixes), the candidate in the next block; the text is unchanged. Cached
+    prompt tokens are read from the raw reply's usage (OpenAI's ``prompt_tokens_details`` or
+    Anthropic's ``cache_read_input_tokens``). ``warm_first`` and ``graded`` are
+    `ChatModelJudge`'s.
     """
 
     def __init__(
@@ -41,8 +55,10 @@ class LlamaIndexLLMJudge(ChatModelJudge):
         *,
         max_concurrency: int = 8,
         chat_kwargs: Mapping[str, Any] | None = None,
+        warm_first: bool = True,
+        graded: bool | None = None,
     ) -> None:
-        super().__init__(max_concurrency=max_concurrency)
+        super().__init__(max_concurrency=max_concurrency, warm_first=warm_first, graded=graded)
         if not isinstance(llm, LLM):
             raise InvalidInputError(
                 f"LlamaIndexLLMJudge needs a llama_index.core.llms.LLM, got {type(llm).__name__}"
@@ -59,16 +75,38 @@ class LlamaIndexLLMJudge(ChatModelJudge):
         """``llama-index:<LLM class>:<model name>``."""
         return f"llama-index:{self.llm.class_name()}:{self._model_name()}"
 
+    async def _ask_prompt(self, prompt: JudgePrompt) -> ChatAnswer:
+        """An Anthropic LLM's prompt with a cache point after its shared block; others as is."""
+        if not is_anthropic(self.llm):
+            return await self._ask(prompt.messages())
+        user = ChatMessage(
+            role=MessageRole.USER,
+            blocks=[
+                TextBlock(text=prompt.shared),
+                CachePoint(cache_control=CacheControl(type="ephemeral")),
+                TextBlock(text=prompt.specific),
+            ],
+        )
+        return await self._chat(
+            [ChatMessage(role=MessageRole.SYSTEM, content=prompt.instruction), user]
+        )
+
     async def _ask(self, messages: ChatMessages) -> ChatAnswer:
+        """One ``achat`` call of the conversation."""
+        return await self._chat(
+            [ChatMessage(role=ROLES[m["role"]], content=m["content"]) for m in messages]
+        )
+
+    async def _chat(self, chat: list[ChatMessage]) -> ChatAnswer:
         """One ``achat`` call; the reply's text, first-token alternatives and token counts."""
-        chat = [ChatMessage(role=ROLES[m["role"]], content=m["content"]) for m in messages]
         response = await self.llm.achat(chat, **self._chat_kwargs)
-        input_tokens, output_tokens = _reported_tokens(response)
+        counts = _reported_tokens(response)
         return ChatAnswer(
             response.message.content or "",
             _first_token_alternatives(response.logprobs),
-            input_tokens,
-            output_tokens,
+            counts.input_tokens,
+            counts.output_tokens,
+            counts.cached_input_tokens,
         )
 
     def _model_name(self) -> str:
@@ -88,28 +126,27 @@ def _first_token_alternatives(
     return valid_alternatives([(entry.token, entry.logprob) for entry in logprobs[0]])
 
 
-def _reported_tokens(response: ChatResponse) -> tuple[int, int]:
-    """(input, output) tokens from wherever common LLM classes report them (0 when absent)."""
+def _reported_tokens(response: ChatResponse) -> TokenCounts:
+    """Token counts from wherever common LLM classes report them (0 when absent)."""
     extra = response.additional_kwargs or {}
     raw = response.raw
-    usage = _field(raw, "usage")
-    for source, prompt_key, completion_key in (
-        (extra, "prompt_tokens", "completion_tokens"),
-        (usage, "prompt_tokens", "completion_tokens"),
-        (raw, "prompt_eval_count", "eval_count"),
-    ):
-        prompt = token_count(_field(source, prompt_key))
-        completion = token_count(_field(source, completion_key))
-        if prompt or completion:
-            return prompt, completion
-    return 0, 0
+    for usage in (extra, field_of(raw, "usage")):
+        counts = read_token_counts(usage)
+        if counts.input_tokens or counts.output_tokens:
+            return counts
+    # Ollama's native reply.
+    return TokenCounts(
+        token_count(field_of(raw, "prompt_eval_count")),
+        0,
+        token_count(field_of(raw, "eval_count")),
+    )
 
 
-def _field(source: object, name: str) -> object:
-    """A key of a mapping or an attribute of an object (OpenAI replies are objects)."""
-    if isinstance(source, Mapping):
-        return source.get(name)
-    return getattr(source, name, None) if source is not None else None
+def is_anthropic(llm: object) -> bool:
+    """Whether an LLM is llama-index-llms-anthropic's Anthropic (or a subclass), by module."""
+    return any(
+        kind.__module__.startswith("llama_index.llms.anthropic") for kind in type(llm).__mro__
+    )
 
 
 def as_judge(judge: Judge | LLM | None) -> Judge | None:
