@@ -12,13 +12,9 @@ on the train fixtures (``benchmarks/fit_learned_judge.py``). The fitted paramete
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,6 +24,7 @@ from ..errors import JudgeConfigurationError
 from ._embeddings import MODEL_NAME, CachedEncoder, MiniLMEncoder, cached_encoder
 from ._evidence_features import FEATURE_NAMES, Matrix, passage_terms, request_features
 from .base import Candidate, Judge, JudgeRequest
+from .model_files import check_header, read_model_file
 
 MODEL_FILE = "data/learned_judge.json"
 MODEL_FORMAT = "sag2-learned-judge/1"
@@ -65,15 +62,9 @@ class LearnedModel:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any], source: str) -> LearnedModel:
         """Read a model file's content, refusing another format or another feature list."""
-        if payload.get("format") != MODEL_FORMAT:
-            raise JudgeConfigurationError(
-                f"{source} is not a learned-judge model of format {MODEL_FORMAT!r}"
-            )
-        if tuple(payload.get("features", ())) != FEATURE_NAMES:
-            raise JudgeConfigurationError(
-                f"{source} was fitted on other features than this version computes; refit it "
-                "with benchmarks/fit_learned_judge.py"
-            )
+        check_header(
+            payload, source, MODEL_FORMAT, FEATURE_NAMES, "benchmarks/fit_learned_judge.py"
+        )
         try:
             vectors = [tuple(float(v) for v in payload[k]) for k in ("weights", "mean", "scale")]
             bias = float(payload["bias"])
@@ -88,22 +79,8 @@ class LearnedModel:
 
 def load_model(path: str | os.PathLike[str] | None = None) -> tuple[LearnedModel, str]:
     """The model at ``path`` (default: the packaged file) and the sha256 of its bytes."""
-    if path is None:
-        raw = resources.files("sag2_retrievers").joinpath(MODEL_FILE).read_bytes()
-        source = f"the packaged model {MODEL_FILE}"
-    else:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as error:
-            raise JudgeConfigurationError(f"cannot read the learned-judge model {path}") from error
-        source = f"the model file {path}"
-    try:
-        payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise JudgeConfigurationError(f"{source} is not valid JSON") from error
-    if not isinstance(payload, dict):
-        raise JudgeConfigurationError(f"{source} is not a JSON object")
-    return LearnedModel.from_json(payload, source), hashlib.sha256(raw).hexdigest()
+    payload, digest, source = read_model_file(path, MODEL_FILE, "learned-judge")
+    return LearnedModel.from_json(payload, source), digest
 
 
 class LearnedJudge(Judge):

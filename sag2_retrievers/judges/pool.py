@@ -12,18 +12,15 @@ judge's identity, so caches never mix two models.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from ..errors import JudgeConfigurationError
 from ._evidence_features import Matrix
 from .base import Judge, JudgeRequest
+from .model_files import check_header, read_model_file
 from .pool_features import POOL_FEATURE_NAMES, pool_features
 from .trees import TreeEnsemble, sigmoid
 
@@ -54,15 +51,9 @@ class PoolModel:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any], source: str) -> PoolModel:
         """Read a model file's content, refusing another format or another feature list."""
-        if payload.get("format") != MODEL_FORMAT:
-            raise JudgeConfigurationError(
-                f"{source} is not a pool-judge model of format {MODEL_FORMAT!r}"
-            )
-        if tuple(payload.get("features", ())) != POOL_FEATURE_NAMES:
-            raise JudgeConfigurationError(
-                f"{source} was fitted on other features than this version computes; refit it "
-                "with benchmarks/fit_pool_judge.py"
-            )
+        check_header(
+            payload, source, MODEL_FORMAT, POOL_FEATURE_NAMES, "benchmarks/fit_pool_judge.py"
+        )
         try:
             trees = TreeEnsemble.from_json(payload["trees"])
         except (KeyError, TypeError, ValueError) as error:
@@ -74,27 +65,8 @@ class PoolModel:
 
 def load_pool_model(path: str | os.PathLike[str] | None = None) -> tuple[PoolModel, str]:
     """The model at ``path`` (default: the packaged file) and the sha256 of its bytes."""
-    if path is None:
-        source = f"the packaged model {MODEL_FILE}"
-        try:
-            raw = resources.files("sag2_retrievers").joinpath(MODEL_FILE).read_bytes()
-        except OSError as error:
-            raise JudgeConfigurationError(
-                f"{source} cannot be read; reinstall sag2-retrievers"
-            ) from error
-    else:
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as error:
-            raise JudgeConfigurationError(f"cannot read the pool-judge model {path}") from error
-        source = f"the model file {path}"
-    try:
-        payload = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise JudgeConfigurationError(f"{source} is not valid JSON") from error
-    if not isinstance(payload, dict):
-        raise JudgeConfigurationError(f"{source} is not a JSON object")
-    return PoolModel.from_json(payload, source), hashlib.sha256(raw).hexdigest()
+    payload, digest, source = read_model_file(path, MODEL_FILE, "pool-judge")
+    return PoolModel.from_json(payload, source), digest
 
 
 class PoolJudge(Judge):
