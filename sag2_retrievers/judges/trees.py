@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -40,14 +41,32 @@ class TreeEnsemble:
         x = np.asarray(rows, dtype=np.float64)
         if x.ndim != 2 or not np.isfinite(x).all():
             raise ValueError("tree features must be a 2-D array of finite numbers")
-        trees = np.arange(self.feature.shape[0])[None, :]
-        node = np.zeros((x.shape[0], self.feature.shape[0]), dtype=np.int64)
-        sample = np.arange(x.shape[0])[:, None]
+        feature, threshold, left, right, value = self._flat
+        width = self.feature.shape[1]
+        node = np.broadcast_to(
+            np.arange(self.feature.shape[0]) * width, (len(x), len(feature) // max(width, 1))
+        ).copy()
+        cells = x.ravel()
+        row_start = (np.arange(len(x)) * x.shape[1])[:, None]
         for _ in range(self.depth):
-            feature = self.feature[trees, node]
-            goes_left = x[sample, np.maximum(feature, 0)] <= self.threshold[trees, node]
-            node = np.where(goes_left, self.left[trees, node], self.right[trees, node])
-        return np.asarray(self.value[trees, node].sum(axis=1), dtype=np.float64)
+            split = feature[node]
+            if (split < 0).all():
+                break  # every row has reached a leaf of every tree
+            goes_left = cells[row_start + np.maximum(split, 0)] <= threshold[node]
+            node = np.where(goes_left, left[node], right[node])
+        return np.asarray(value[node].sum(axis=1), dtype=np.float64)
+
+    @cached_property
+    def _flat(self) -> tuple[IntArray, Vector, IntArray, IntArray, Vector]:
+        """The node arrays flattened across trees, children as flat positions."""
+        offset = (np.arange(self.feature.shape[0]) * self.feature.shape[1])[:, None]
+        return (
+            self.feature.ravel(),
+            self.threshold.ravel(),
+            (self.left + offset).ravel(),
+            (self.right + offset).ravel(),
+            self.value.ravel(),
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The arrays as nested lists, per tree without padding-only columns."""
