@@ -103,7 +103,10 @@ class OpenAICompatJudge(Judge):
     once it has returned, so the round's shared block is in the server's prefix cache for
     them; ``cache_hints`` (default) adds a ``prompt_cache_key`` naming the question's round,
     which routes OpenAI's cache and is ignored by servers that do not know it. Neither
-    changes a prompt. ``transport="completions"`` sends the prompts, rendered with
+    changes a prompt (a gateway that rejects unknown fields needs ``cache_hints=False``).
+    ``transport`` is ``"chat"`` (default) or ``"completions"``; an httpx transport given there
+    (as tests do) means chat over it, and ``http_transport`` carries one for either.
+    ``transport="completions"`` sends the prompts, rendered with
     ``chat_template`` (default ChatML; pass the model's own), in ``/v1/completions``
     requests of at most ``max_batch_size`` prompts and ``max_body_bytes`` bytes.
     ``group_size=K`` (chat transport, opt-in) asks about K candidates per call, one numbered

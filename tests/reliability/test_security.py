@@ -386,8 +386,8 @@ async def test_hostile_passages_stay_quoted_strings_in_chat_requests(
             "top_logprobs",
             "prompt_cache_key",
         }
-        key = body["prompt_cache_key"]
-        assert isinstance(key, str) and HOSTILE_QUESTION not in key and len(key) <= 64
+        # The cache key is a digest, never a carrier of passage text.
+        assert re.fullmatch(r"sag2-[0-9a-f]{32}", body["prompt_cache_key"])
         system, user = body["messages"]
         assert system == {"role": "system", "content": DEFAULT_INSTRUCTION}
         assert user["role"] == "user" and set(user) == {"role", "content"}
