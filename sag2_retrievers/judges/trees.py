@@ -41,11 +41,8 @@ class TreeEnsemble:
         x = np.asarray(rows, dtype=np.float64)
         if x.ndim != 2 or not np.isfinite(x).all():
             raise ValueError("tree features must be a 2-D array of finite numbers")
-        feature, threshold, left, right, value = self._flat
-        width = self.feature.shape[1]
-        node = np.broadcast_to(
-            np.arange(self.feature.shape[0]) * width, (len(x), len(feature) // max(width, 1))
-        ).copy()
+        roots, feature, threshold, left, right, value = self._flat
+        node = np.tile(roots, (len(x), 1))
         cells = x.ravel()
         row_start = (np.arange(len(x)) * x.shape[1])[:, None]
         for _ in range(self.depth):
@@ -57,10 +54,13 @@ class TreeEnsemble:
         return np.asarray(value[node].sum(axis=1), dtype=np.float64)
 
     @cached_property
-    def _flat(self) -> tuple[IntArray, Vector, IntArray, IntArray, Vector]:
-        """The node arrays flattened across trees, children as flat positions."""
-        offset = (np.arange(self.feature.shape[0]) * self.feature.shape[1])[:, None]
+    def _flat(self) -> tuple[IntArray, IntArray, Vector, IntArray, IntArray, Vector]:
+        """Each tree's root and the node arrays flattened across trees (children as flat
+        positions), so a level of the walk is one gather per array."""
+        roots = np.arange(self.feature.shape[0]) * self.feature.shape[1]
+        offset = roots[:, None]
         return (
+            roots,
             self.feature.ravel(),
             self.threshold.ravel(),
             (self.left + offset).ravel(),
@@ -69,7 +69,7 @@ class TreeEnsemble:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The arrays as nested lists, per tree without padding-only columns."""
+        """The padded arrays as nested lists, one row per tree."""
         return {
             "depth": self.depth,
             "feature": self.feature.tolist(),
