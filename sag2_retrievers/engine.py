@@ -18,7 +18,7 @@ from .config import SAG2Config
 from .diversity import cosine_matrix, greedy_dpp_order, local_df, tfidf_vectors, word_tokens
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
-from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
+from .expansion import ExpansionTerm, Seed, TermIndex, expansion_candidates, select_terms
 from .filters import parse_filters
 from .judges.base import (
     ALLOW_REMOTE_ENV,
@@ -30,9 +30,10 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
+from .paper_terms import PhraseTermIndex
 from .query import analysed_question, check_limit, check_question, query_terms
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
-from .text import Profile, tokenize
+from .text import Profile, question_words
 
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
@@ -206,7 +207,7 @@ class SAG2Engine:
         expr = parse_filters(filters)  # once, so a bad filter fails before any query
         state = _Retrieval(
             question,
-            frozenset(tokenize(analysed_question(question), profile=self._profile)),
+            frozenset(question_words(analysed_question(question), self._profile)),
             query_terms(self.index, question, config.max_query_tokens),
             expr,
         )
@@ -267,14 +268,15 @@ class SAG2Engine:
         state.seed_history.extend(seeds)
         sentences = self.index.expansion_units(seeds)
         seed_records = [Seed(u, state.scores[u], sentences.get(u, [])) for u in seeds]
+        term_index = self._term_index()
         terms = select_terms(
-            self.index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
+            term_index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
         )
         if not terms:
             state.stop_reason = f"no expansion term for round {round_}"
             return None
         new = expansion_candidates(
-            self.index,
+            term_index,
             terms,
             state.query_terms,
             excluded=set(state.scores),
@@ -432,6 +434,10 @@ class SAG2Engine:
         quality = [state.scores[u] for u in top]
         order = greedy_dpp_order(quality, cosine_matrix(vectors))
         return [top[i] for i in order] + ranking[len(top) :]
+
+    def _term_index(self) -> TermIndex:
+        """The index as expansion reads it: "paper" terms are words matched as phrases."""
+        return PhraseTermIndex(self.index) if self._profile == "paper" else self.index
 
     @property
     def _profile(self) -> Profile:

@@ -4,10 +4,40 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from .backends.base import Filters, LexicalBackend
+from .backends.base import Filters
+
+
+class TermIndex(Protocol):
+    """The index reads term selection and expansion make (a `LexicalBackend` has them all;
+    the "paper" profile passes a `paper_terms.PhraseTermIndex`)."""
+
+    def unit_count(self) -> int:
+        """The number of units."""
+        ...
+
+    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """Body-level df per term."""
+        ...
+
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term, its top unseen units under the scoring terms."""
+        ...
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +130,7 @@ def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm
 
 
 def select_terms(
-    index: LexicalBackend,
+    index: TermIndex,
     seeds: Sequence[Seed],
     question_tokens: frozenset[str],
     limit: int,
@@ -144,7 +174,7 @@ def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
 
 
 def expansion_candidates(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[ExpansionTerm],
     query_terms: Sequence[str],
     excluded: Collection[int],
@@ -171,7 +201,7 @@ def expansion_candidates(
 
 
 def _repaired_terms(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[str],
     unmatched: set[str],
     excluded: Collection[int],
@@ -192,7 +222,7 @@ def _repaired_terms(
 
 
 def _with_unseen_match(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[str],
     excluded: Collection[int],
     filters: Filters | None,
@@ -205,7 +235,7 @@ def _with_unseen_match(
 
 
 def _title_subphrase(
-    index: LexicalBackend, name: str, excluded: Collection[int], filters: Filters | None
+    index: TermIndex, name: str, excluded: Collection[int], filters: Filters | None
 ) -> str:
     """The longest sub-phrase (>= 2 words) of a name that is a title with unseen matches."""
     words = name.split(" ")
