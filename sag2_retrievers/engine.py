@@ -30,6 +30,7 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
+from .paper_analyzer import sentence_words
 from .paper_diversity import diversity_words, paper_dpp_order, word_vectors
 from .paper_terms import PhraseTermIndex
 from .query import analysed_question, check_limit, check_question, query_terms
@@ -268,7 +269,10 @@ class SAG2Engine:
             return None
         state.seed_history.extend(seeds)
         sentences = self.index.expansion_units(seeds)
-        seed_records = [Seed(u, state.scores[u], sentences.get(u, [])) for u in seeds]
+        seed_records = [
+            Seed(u, state.scores[u], sentences.get(u, []), self._sentence_words(state, u))
+            for u in seeds
+        ]
         term_index = self._term_index()
         terms = select_terms(
             term_index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
@@ -440,6 +444,12 @@ class SAG2Engine:
         documents, df = self.index.word_document_frequencies(words)
         order = paper_dpp_order([state.scores[u] for u in top], word_vectors(bodies, df, documents))
         return [top[i] for i in order]
+
+    def _sentence_words(self, state: _Retrieval, unit_id: int) -> list[frozenset[str]] | None:
+        """Each sentence's words for the question-connection test ("paper" only)."""
+        if self._profile != "paper":
+            return None
+        return [frozenset(words) for words in sentence_words(state.units[unit_id].body)]
 
     def _term_index(self) -> TermIndex:
         """The index as expansion reads it: "paper" terms are words matched as phrases."""

@@ -42,11 +42,17 @@ class TermIndex(Protocol):
 
 @dataclass(frozen=True)
 class Seed:
-    """An expansion seed: a unit's id, its judge score, and its sentences' expansion units."""
+    """An expansion seed: a unit's id, its judge score, and its sentences' expansion units.
+
+    ``context`` optionally gives each sentence's own words for the question-connection test
+    (the "paper" profile: all words of the sentence, even those crossing a name's edge);
+    by default they are the words of its units.
+    """
 
     unit_id: int
     score: float
     sentences: Sequence[Sequence[str]]
+    context: Sequence[frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +100,12 @@ def term_bases(
     for seed in seeds:
         tf: Counter[str] = Counter()
         connection: dict[str, float] = {}
-        for sentence in seed.sentences:
+        for position, sentence in enumerate(seed.sentences):
             tf.update(sentence)
-            tokens = {token for term in sentence for token in term.split(" ")}
+            if seed.context is None:
+                tokens = {token for term in sentence for token in term.split(" ")}
+            else:
+                tokens = set(seed.context[position])
             ctx = sum(question_idf[q] for q in tokens & question_tokens)
             for term in sentence:
                 connection[term] = max(connection.get(term, 0.0), ctx)

@@ -165,6 +165,11 @@ def sentence_units(body: str) -> tuple[tuple[str, ...], ...]:
     return tuple(sentences)
 
 
+def sentence_words(body: str) -> list[list[str]]:
+    """Per sentence of a unit's body (as `sentence_units` cuts them), all its words."""
+    return [paper_words(sentence) for sentence in _SENTENCE_BREAK.split(body)]
+
+
 def fold_latin_accents(text: str) -> str:
     """The port's alias form of a title: combining marks dropped after Latin letters only."""
     kept: list[str] = []
