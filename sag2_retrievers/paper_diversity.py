@@ -57,7 +57,7 @@ def paper_dpp_order(quality: Sequence[float], vectors: Sequence[Mapping[str, flo
     residuals = [q * q for q in quality]
     tolerance = size * math.ulp(max(residuals))
     factors: list[list[float]] = [[] for _ in range(size)]
-    remaining, order = list(range(size)), []
+    remaining, order = list(range(size)), list[int]()
     while remaining:
         winner = max(remaining, key=lambda i: residuals[i])
         if residuals[winner] <= tolerance:

@@ -44,6 +44,8 @@ DEFAULT_PROFILE: Profile = "sag2"
 SAG2_FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 PAPER_FTS_TOKENIZER = "unicode61"
 FTS_TOKENIZERS: dict[str, str] = {"sag2": SAG2_FTS_TOKENIZER, "paper": PAPER_FTS_TOKENIZER}
+# Each profile's analyzer version, recorded in meta. "paper" 3: the port's token pass (issue 21).
+ANALYZER_VERSIONS: dict[str, str] = {"sag2": ANALYZER_VERSION, "paper": "3"}
 
 _LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
