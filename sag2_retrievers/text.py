@@ -9,11 +9,10 @@ lowercase ASCII word but "c++" and "c#". Other scripts (Cyrillic, Greek, Devanag
 give runs of letters, digits and marks, where jieba would emit single characters.
 
 Two profiles (``IndexSettings.analyzer_profile``; every function takes it explicitly):
-"sag2", the rules above, and "paper", the reference reading of the paper (§3.1): jieba's
-treatment of non-ASCII text (accented Latin letters and other scripts one character at a
-time), name words of letters only, and the space-joined tokens indexed under plain
-``unicode61`` (hyphens and dots separate terms; single diacritics removed). docs/method.md
-compares them.
+"sag2", the rules above, and "paper", the authors' port's rules (paper_analyzer.py: jieba's
+words over the whole text, joined runs kept whole, indexed under plain ``unicode61``, where
+hyphens and dots separate terms and single diacritics are removed). docs/method.md compares
+them.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from sag2_retrievers import (
     InvalidInputError,
     SAG2Engine,
     SQLiteIndex,
+    paper_analyzer,
 )
-from sag2_retrievers import paper_analyzer
 from sag2_retrievers.cli import main
 from sag2_retrievers.judges.fake import ScriptedJudge
 from sag2_retrievers.text import (
