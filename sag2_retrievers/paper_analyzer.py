@@ -31,6 +31,7 @@ _JOINED_WORD = re.compile(r"([a-zA-Z0-9]+(?:[._-][a-zA-Z0-9]+)*%?)")
 _ASCII_DICTIONARY_WORD = re.compile(r"(c\+\+|c#)")
 _JOINERS = re.compile(r"[._-]")
 _LATIN_LETTER = re.compile(r"[a-z]")
+_ASCII_CONTENT = re.compile(r"[0-9A-Za-z]")
 # The port's sentence break: after .!? and whitespace unless a lone capital precedes, or
 # at newlines; and its name pattern (capitalised words, an initial "X." counting as one).
 _SENTENCE_BREAK = re.compile(r"(?<!\b[A-Z])[.!?]\s+|\n+")
@@ -47,14 +48,39 @@ def paper_words(text: str) -> list[str]:
 
 def words_of_normalized(normalized: str) -> list[str]:
     """`paper_words` of already-normalised text."""
+    if normalized.isascii() and "c+" not in normalized and "c#" not in normalized:
+        return _plain_ascii_words(normalized)
     words: list[str] = []
     for word in _jieba_words(normalized):
         words.extend(_with_parts(word))
     return words
 
 
+def _plain_ascii_words(normalized: str) -> list[str]:
+    """`words_of_normalized` of ASCII text without jieba's two ASCII dictionary words: its
+    joined-word runs (every block is cut into them; what lies between holds no letter or
+    digit), each after its lettered parts, stopwords removed."""
+    words: list[str] = []
+    for word in _JOINED_WORD.findall(normalized):
+        if "-" in word or "." in word or "_" in word:
+            words.extend(
+                part
+                for part in _JOINERS.split(word)
+                if len(part) >= 2 and _LATIN_LETTER.search(part) and part not in _text.STOPWORDS
+            )
+        if word not in _text.STOPWORDS:
+            words.append(word)
+    return words
+
+
 def _jieba_words(normalized: str) -> list[str]:
-    """What jieba's default cut (HMM on) gives, with the port's out-of-dictionary pattern."""
+    """What jieba's default cut (HMM on) gives, with the port's out-of-dictionary pattern.
+
+    Between blocks, whitespace comes out as one word and any other character alone; in
+    ASCII text those are punctuation, never a word, so only the blocks are cut there.
+    """
+    if normalized.isascii():
+        return [w for block in _JIEBA_BLOCK.findall(normalized) for w in _ascii_block(block)]
     words: list[str] = []
     for block in _JIEBA_BLOCK.split(normalized):
         if not block:
@@ -69,12 +95,14 @@ def _jieba_words(normalized: str) -> list[str]:
 
 def _ascii_block(block: str) -> list[str]:
     """An ASCII block: its dictionary words, and the rest as out-of-dictionary runs."""
+    if "c+" not in block and "c#" not in block:
+        return [piece for piece in _JOINED_WORD.split(block) if piece]
     words: list[str] = []
     for position, piece in enumerate(_ASCII_DICTIONARY_WORD.split(block)):
         if position % 2:
             words.append(piece)
         elif piece:
-            words.extend(_unknown_run(piece))
+            words.extend(p for p in _JOINED_WORD.split(piece) if p)
     return words
 
 
@@ -130,18 +158,21 @@ def _with_parts(word: str) -> list[str]:
     words: list[str] = []
     if _JOINERS.search(word):
         words.extend(p for p in _JOINERS.split(word) if len(p) >= 2 and _LATIN_LETTER.search(p))
-    if not word.isascii():
+    # Sub-words exist only in the dictionary's non-ASCII words, which only Han blocks give.
+    if len(word) > 2 and not word.isascii():
         freq = _text._jieba().FREQ
         for size in (2, 3):
             if len(word) > size:
                 subwords = (word[i : i + size] for i in range(len(word) - size + 1))
                 words.extend(sub for sub in subwords if freq.get(sub, 0) > 0)
     words.append(word)
-    return [w for w in words if _has_content(w) and w not in _text.STOPWORDS]
+    return [w for w in words if w not in _text.STOPWORDS and _has_content(w)]
 
 
 def _has_content(word: str) -> bool:
     """True when the word holds a letter or a number."""
+    if word.isascii():
+        return _ASCII_CONTENT.search(word) is not None
     return any(unicodedata.category(ch)[0] in "LN" for ch in word)
 
 

@@ -6,7 +6,7 @@ the query terms, and with them the rankings, are the same on each.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from . import paper_analyzer
 from .backends.base import Filters, LexicalBackend, SearchHit
@@ -126,14 +126,7 @@ def repair_alias_spans(backend: LexicalBackend, question: str) -> list[str]:
     title's words when the title matches ("Jose Cancela" -> those of "José Cancela")."""
     spans = paper_analyzer.alias_spans(question)
     aliases = backend.title_aliases({question[s:e].casefold() for s, e in spans})
-    longest: dict[int, int] = {}
-    for start, end in spans:
-        if question[start:end].casefold() in aliases:
-            longest[start] = max(end, longest.get(start, 0))
-    chosen: list[tuple[int, int]] = []
-    for start in sorted(longest):
-        if not chosen or start >= chosen[-1][1]:
-            chosen.append((start, longest[start]))
+    chosen = _leftmost_longest(question, spans, aliases)
     if not chosen:
         return paper_words(question)
     sources = {
@@ -147,9 +140,25 @@ def repair_alias_spans(backend: LexicalBackend, question: str) -> list[str]:
     position = 0
     for span in chosen:
         words += paper_words(question[position : span[0]])
-        if counts.get(sources[span], 0) == 0 and counts[titles[span]] > 0:
+        if counts.get(sources[span], 0) == 0 and counts.get(titles[span], 0) > 0:
             words += titles[span].split(" ")
         else:
             words += paper_words(question[span[0] : span[1]])
         position = span[1]
     return words + paper_words(question[position:])
+
+
+def _leftmost_longest(
+    question: str, spans: Sequence[tuple[int, int]], aliases: Collection[str]
+) -> list[tuple[int, int]]:
+    """Scanning left to right, the longest alias span at each start, never overlapping (the
+    port's alternation of alias keys, longest first)."""
+    longest: dict[int, int] = {}
+    for start, end in spans:
+        if question[start:end].casefold() in aliases:
+            longest[start] = max(end, longest.get(start, 0))
+    chosen: list[tuple[int, int]] = []
+    for start in sorted(longest):
+        if not chosen or start >= chosen[-1][1]:
+            chosen.append((start, longest[start]))
+    return chosen

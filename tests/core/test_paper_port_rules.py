@@ -207,3 +207,16 @@ def test_dpp_picks_the_largest_residual_and_stops_at_the_ports_tolerance() -> No
     assert paper_dpp_order([0.9, 0.8, 0.5], [same, same, {"v": 1.0}]) == [0, 2, 1]
     assert paper_dpp_order([0.0, 0.0], [same, same]) == [0, 1]
     assert paper_dpp_order([], []) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Kamen-Rybolov accounts for 44.2% of the district's total population.",
+        "The U.S.-led x-ray of 1979-80 (a_b) cost $5, 3.5 m, e.g. co-op & AT&T.",
+        "the 2-d .net node.js --flag -x- ... 100%%",
+    ],
+)
+def test_the_ascii_fast_path_gives_the_general_paths_words(text: str) -> None:
+    # A non-ASCII word at the end sends the same text down the general (jieba-block) path.
+    assert paper_words(text) == paper_words(f"{text} é")[:-1]
