@@ -19,6 +19,7 @@ from typing import Any
 from ...documents import Document, Unit
 from ...errors import IndexUnavailableError, InvalidInputError
 from ...filters import parse_filters
+from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, check_question, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
@@ -456,6 +457,13 @@ class PostgresIndex:
         if not folded:
             return {}
         return dict(self._fetch(self._sql(pg.TITLE_ALIASES), (list(folded),)))
+
+    def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents and each word's document frequency over their texts
+        (read from every document on each call: only the "paper" profile asks)."""
+        texts = [row[0] for row in self._fetch(self._sql(pg.ALL_DOCUMENT_TEXTS))]
+        df = word_document_frequencies(texts)
+        return len(texts), {word: df.get(word, 0) for word in words}
 
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""

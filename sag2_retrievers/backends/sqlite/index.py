@@ -21,6 +21,7 @@ from ...errors import (
     IndexUnavailableError,
     InvalidInputError,
 )
+from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
@@ -97,6 +98,7 @@ class SQLiteIndex:
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
+        self._word_df: tuple[str, int, Counter[str]] | None = None
         self._statistics: Statistics | None = None
         self._unit_count: tuple[str, int] | None = None
         self._scorer = ArrayScorer()
@@ -540,6 +542,18 @@ class SQLiteIndex:
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""
         return set(phrases) & self._title_catalog().phrases
+
+    def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents and each word's document frequency over their texts
+        (counted once per generation, on first use: only the "paper" profile asks)."""
+        generation = self._generation()
+        cached = self._word_df
+        if cached is None or cached[0] != generation:
+            with self.snapshot():
+                rows = self._connection().execute(sql.ALL_DOCUMENT_TEXTS_SQL).fetchall()
+            cached = (generation, len(rows), word_document_frequencies(row[0] for row in rows))
+            self._word_df = cached
+        return cached[1], {word: cached[2].get(word, 0) for word in words}
 
     def _title_catalog(self) -> TitleCatalog:
         """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
