@@ -1,0 +1,151 @@
+"""A folder as a corpus: which files are read, as what, and a tally of every file skipped."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .corpus_io import BlankFileError, corpus_kind, read_corpus, text_document
+from .documents import Document
+from .errors import InvalidInputError
+from .input_files import UndecodableFileError, looks_binary, within
+
+# Files of these kinds are never text, whatever their first bytes hold.
+BINARY_SUFFIXES = frozenset(
+    [
+        ".gz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".zip",
+        ".tar",
+        ".tgz",
+        ".7z",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".ico",
+        ".pdf",
+        ".so",
+        ".o",
+        ".a",
+        ".pyc",
+        ".exe",
+        ".dll",
+        ".sqlite",
+        ".db",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+        ".mp3",
+        ".mp4",
+        ".wav",
+        ".ogg",
+    ]
+)
+SKIP_REASONS = {
+    "hidden": "hidden or in a hidden folder",
+    "binary": "binary",
+    "blank": "blank",
+    "glob": "not matching --glob",
+    "outside": "a symlink to a file outside the folder",
+    "undecodable": "not UTF-8 text",
+}
+
+
+@dataclass
+class FolderTally:
+    """What a folder walk found, filled in as the documents are read: files read, and the
+    files skipped (relative paths, in path order) by reason; ``on_skip`` hears of each."""
+
+    read: int = 0
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    on_skip: Callable[[int], None] | None = None
+
+    def skip(self, reason: str, relative: str) -> None:
+        """Count one file skipped."""
+        self.skipped.setdefault(reason, []).append(relative)
+        if self.on_skip is not None:
+            self.on_skip(1)
+
+    def summary(self) -> str:
+        """ "N files read, M skipped (a binary, b blank, ...)" for the ingest's last line."""
+        parts = [f"{len(files):,} {SKIP_REASONS[why]}" for why, files in self.skipped.items()]
+        skipped = sum(len(files) for files in self.skipped.values())
+        return f"{self.read:,} files read, {skipped:,} skipped" + (
+            f" ({', '.join(parts)})" if parts else ""
+        )
+
+
+@dataclass(frozen=True)
+class FolderCorpus:
+    """A folder to read: its resolved path, the --glob patterns (none: every text file) and
+    the encoding of text files that are not UTF-8 (none: they are tallied, not read)."""
+
+    folder: Path
+    globs: Sequence[str] = ()
+    fallback: str | None = None
+
+    @classmethod
+    def at(
+        cls, folder: Path, globs: Sequence[str] = (), fallback: str | None = None
+    ) -> FolderCorpus:
+        """The folder however it was spelled (relative, absolute, through ``..``), resolved."""
+        if not folder.is_dir():
+            raise InvalidInputError(f"folder {str(folder)!r} does not exist or is not a folder")
+        return cls(folder.resolve(), tuple(globs), fallback)
+
+    def files(self) -> list[tuple[str, Path]]:
+        """Every file under the folder as (relative posix path, path), in path order; folder
+        symlinks are not followed, so no loop and no outside folder is walked."""
+        found = []
+        for root, folders, names in os.walk(self.folder, followlinks=False):
+            folders.sort()
+            for name in names:
+                path = Path(root, name)
+                found.append((path.relative_to(self.folder).as_posix(), path))
+        return sorted(found)
+
+    def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
+        """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
+        for relative, path in files:
+            reason = self._skip_reason(relative, path)
+            if reason is None:
+                reason = yield from self._read(relative, path)
+            if reason is None:
+                tally.read += 1
+            else:
+                tally.skip(reason, relative)
+
+    def _skip_reason(self, relative: str, path: Path) -> str | None:
+        """Why a file is not read, before reading it, or None."""
+        if any(part.startswith(".") for part in relative.split("/")):
+            return "hidden"
+        if path.is_symlink() and not within(path, self.folder):
+            return "outside"
+        if not path.is_file():
+            return "binary"  # a socket, a fifo or a dangling link: nothing to read as text
+        if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
+            return "glob"
+        if path.suffix.lower() in BINARY_SUFFIXES or looks_binary(path):
+            return "binary"
+        return None
+
+    def _read(self, relative: str, path: Path) -> Generator[Document, None, str | None]:
+        """Yield a file's documents; return a skip reason for a blank or undecodable text file."""
+        if corpus_kind(path) != "text":
+            yield from read_corpus(path, self.fallback)
+            return None
+        try:
+            document = text_document(path, self.folder, relative, self.fallback)
+        except BlankFileError:
+            return "blank"
+        except UndecodableFileError:
+            return "undecodable"
+        yield document
+        return None
