@@ -49,8 +49,8 @@ def require_readable_size(path: Path) -> None:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InvalidInputError(
-            f"{path}: {size / 2**20:,.0f} MB is above the {MAX_FILE_BYTES // 2**20} MB limit "
-            "for a file read whole; split it, or write the corpus as JSONL (read line by line)"
+            f"{path}: {size:,} bytes, above the limit of {MAX_FILE_BYTES:,} bytes for a file "
+            "read whole; split it, or write the corpus as JSONL (read line by line)"
         )
 
 
@@ -102,8 +102,7 @@ def _bounded_lines(handle: io.BufferedReader, path: Path) -> Iterator[bytes]:
         number += 1
         if len(raw) > MAX_FILE_BYTES:
             raise InvalidInputError(
-                f"{path}: line {number} is longer than {MAX_FILE_BYTES // 2**20} MB; "
-                "split the record"
+                f"{path}: line {number} is longer than {MAX_FILE_BYTES:,} bytes; split the record"
             )
         yield raw
 

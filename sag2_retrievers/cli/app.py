@@ -47,7 +47,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:
         return _fail(_file_problem(error), EXIT_FAILURE)
     except MemoryError:
-        return _fail("out of memory; give a large corpus as JSONL, or lower --batch-size", EXIT_FAILURE)
+        return _fail(
+            "out of memory; give a large corpus as JSONL, or lower --batch-size", EXIT_FAILURE
+        )
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
 
