@@ -1,4 +1,7 @@
-"""A folder as a corpus: which files are read, as what, and a tally of every file skipped."""
+"""A folder as a corpus: which files are read, as what, and a tally of every file skipped.
+
+Inside a folder only .json/.jsonl/.ndjson files are corpora; every other file that is not
+binary is one text document (a README starting with "[" is text, not a JSON guess)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .corpus_io import BlankFileError, corpus_kind, read_corpus, text_document
+from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
 from .documents import Document
 from .errors import InvalidInputError
 from .input_files import UndecodableFileError, looks_binary, within
@@ -55,16 +58,21 @@ SKIP_REASONS = {
     "glob": "not matching --glob",
     "outside": "a symlink to a file outside the folder",
     "undecodable": "not UTF-8 text",
+    "invalid": "not a valid corpus file",
 }
+# Reasons the command fails for (after every other file is indexed) unless told to skip.
+UNREADABLE = ("undecodable", "invalid")
 
 
 @dataclass
 class FolderTally:
-    """What a folder walk found, filled in as the documents are read: files read, and the
-    files skipped (relative paths, in path order) by reason; ``on_skip`` hears of each."""
+    """What a folder walk found, filled in as the documents are read: files read, the files
+    skipped (relative paths, in path order) by reason, and the error of each unreadable one;
+    ``on_skip`` hears of each skip."""
 
     read: int = 0
     skipped: dict[str, list[str]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
     on_skip: Callable[[int], None] | None = None
 
     def skip(self, reason: str, relative: str) -> None:
@@ -116,7 +124,7 @@ class FolderCorpus:
         for relative, path in files:
             reason = self._skip_reason(relative, path)
             if reason is None:
-                reason = yield from self._read(relative, path)
+                reason = yield from self._read(relative, path, tally)
             if reason is None:
                 tally.read += 1
             else:
@@ -136,10 +144,17 @@ class FolderCorpus:
             return "binary"
         return None
 
-    def _read(self, relative: str, path: Path) -> Generator[Document, None, str | None]:
-        """Yield a file's documents; return a skip reason for a blank or undecodable text file."""
-        if corpus_kind(path) != "text":
-            yield from read_corpus(path, self.fallback)
+    def _read(
+        self, relative: str, path: Path, tally: FolderTally
+    ) -> Generator[Document, None, str | None]:
+        """Yield a file's documents; return why it was skipped (blank, undecodable, invalid),
+        keeping the error's sentence in ``tally.problems``."""
+        if path.suffix.lower() in CORPUS_SUFFIXES:
+            try:
+                yield from read_corpus(path, self.fallback)
+            except InvalidInputError as error:
+                tally.problems[relative] = str(error)
+                return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
             return None
         try:
             document = text_document(path, self.folder, relative, self.fallback)

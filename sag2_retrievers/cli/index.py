@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..backends.base import DocumentIndex
 from ..backends.sqlite import SQLiteIndex, remove_index_files
-from ..corpus_folder import SKIP_REASONS, FolderCorpus, FolderTally
+from ..corpus_folder import SKIP_REASONS, UNREADABLE, FolderCorpus, FolderTally
 from ..corpus_io import DEFAULT_BATCH_SIZE, IngestReport, add_in_batches, read_corpus
 from ..documents import Document
 from ..errors import InvalidInputError, SAG2Error
@@ -77,9 +77,10 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
         "cp1252); default: such files are listed and the command fails after the others",
     )
     command.add_argument(
-        "--skip-undecodable",
+        "--skip-unreadable",
         action="store_true",
-        help="in a folder, skip files that are not UTF-8 with a warning instead of failing",
+        help="in a folder, skip files that cannot be read (not UTF-8, not a valid .json/.jsonl "
+        "corpus) with a warning instead of failing after the others are indexed",
     )
     command.set_defaults(handler=run_index)
 
@@ -89,8 +90,8 @@ def run_index(args: argparse.Namespace) -> int:
 
     Documents stored already with the same text and metadata are not rewritten. When the
     index file is new and nothing could be committed, it is removed again, so a failed first
-    ingest leaves no empty index behind. Undecodable files of a folder fail the command after
-    every other file is indexed, unless --encoding or --skip-undecodable says what to do.
+    ingest leaves no empty index behind. Unreadable files of a folder fail the command after
+    every other file is indexed, unless --encoding or --skip-unreadable says what to do.
     """
     fallback = checked_encoding(args.encoding)
     corpus = Path(args.corpus)
@@ -113,7 +114,7 @@ def run_index(args: argparse.Namespace) -> int:
         f"{args.db} holds {stats['documents']:,} documents, {stats['units']:,} units, "
         f"{file_bytes(args.db):,} bytes" + _files(tally)
     )
-    return _undecodable_outcome(args, tally)
+    return _unreadable_outcome(args, tally)
 
 
 def _ingest(
@@ -147,10 +148,13 @@ def _ingest(
 
 
 def _warn_skipped(tally: FolderTally) -> None:
-    """One warning per blank, undecodable or out-of-folder file (the others are counted)."""
-    for reason in ("blank", "undecodable", "outside"):
+    """One warning per blank, unreadable or out-of-folder file (the others are counted)."""
+    for reason in ("blank", "outside", *UNREADABLE):
         for relative in tally.skipped.get(reason, ()):
-            warn(f"skipped {relative!r}: {SKIP_REASONS[reason]}")
+            problem = tally.problems.get(relative)
+            warn(
+                f"skipped {problem}" if problem else f"skipped {relative!r}: {SKIP_REASONS[reason]}"
+            )
 
 
 def _records(report: IngestReport, tally: FolderTally | None) -> str:
@@ -164,15 +168,15 @@ def _files(tally: FolderTally | None) -> str:
     return "" if tally is None else f"; {tally.summary()}"
 
 
-def _undecodable_outcome(args: argparse.Namespace, tally: FolderTally | None) -> int:
-    """Exit code after an ingest: a failure naming the fix when undecodable files were met."""
-    undecodable = [] if tally is None else tally.skipped.get("undecodable", [])
-    if not undecodable or args.skip_undecodable:
+def _unreadable_outcome(args: argparse.Namespace, tally: FolderTally | None) -> int:
+    """Exit code after an ingest: a failure naming the fix when unreadable files were met."""
+    unreadable = [] if tally is None else [f for r in UNREADABLE for f in tally.skipped.get(r, [])]
+    if not unreadable or args.skip_unreadable:
         return EXIT_OK
     raise InvalidInputError(
-        f"{len(undecodable):,} file(s) not UTF-8 text (listed above) were not indexed; "
-        "everything else was. Re-run with --encoding NAME (e.g. latin-1) to read them, or "
-        "--skip-undecodable to accept skipping them"
+        f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
+        "everything else was. Re-run with --encoding NAME (e.g. latin-1) for text that is not "
+        "UTF-8, or --skip-unreadable to accept skipping them"
     )
 
 
@@ -191,7 +195,7 @@ def _index_on_server(
         f"{shown(args.db)} holds {stats['documents']:,} documents, {stats['units']:,} units, "
         f"{stats['bytes']:,} bytes" + _files(tally)
     )
-    return _undecodable_outcome(args, tally)
+    return _unreadable_outcome(args, tally)
 
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:

@@ -154,7 +154,7 @@ def test_skip_undecodable_warns_and_succeeds(
     changelogs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "c.sqlite")
-    code, out, err = run(["index", str(changelogs), "--db", db, "-q", "--skip-undecodable"], capsys)
+    code, out, err = run(["index", str(changelogs), "--db", db, "-q", "--skip-unreadable"], capsys)
     assert code == 0 and "2 not UTF-8 text" in out and "warning" in err
 
 
