@@ -59,7 +59,9 @@ def test_the_server_answers_a_judge_given_only_its_url(index: SQLiteIndex) -> No
 
     with FakeJEVServer(recording) as server:
         assert server.url.startswith("http://127.0.0.1:")
-        result = SAG2Engine(index, server.judge()).retrieve("Which province is Port Varna in?", top_k=2)
+        result = SAG2Engine(index, server.judge()).retrieve(
+            "Which province is Port Varna in?", top_k=2
+        )
     assert result.hits[0].doc_id == "festival" and server.requests >= 1
     assert {candidate.question for candidate in asked} == {"Which province is Port Varna in?"}
 
