@@ -174,7 +174,7 @@ def announce_embedding(args: argparse.Namespace) -> None:
     if name in EMBEDDING_JUDGES and not getattr(args, "quiet", False):
         print(
             f"{PROG}: {name} embeds the passages it has not judged before (kept in the index "
-            "file): about 30 s for a new question on 2 cores, about 1 s once they are cached",
+            "file): 15-35 s for a new question on 2 cores, about 1 s once they are cached",
             file=sys.stderr,
         )
 
