@@ -30,6 +30,8 @@ from .common import (
     warn,
 )
 
+SETTING_OPTIONS = {"chunk_chars": "--chunk-chars", "analyzer_profile": "--profile"}
+
 
 def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> None:
     """``sag2 index CORPUS --db PATH``."""
@@ -55,13 +57,14 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
         "--chunk-chars",
         type=positive_int,
         help=f"target unit size of a new index (default: {IndexSettings().chunk_chars}; "
-        "an existing index keeps its own)",
+        "an existing index keeps its own: another value is refused)",
     )
     command.add_argument(
         "--profile",
         choices=PROFILES,
         help=f"analyzer profile of a new index (default: {DEFAULT_PROFILE}; 'paper' reproduces "
-        "the paper's reference rankings, see docs/method.md; an existing index keeps its own)",
+        "the paper's reference rankings, see docs/method.md; an existing index keeps its own: "
+        "another profile is refused)",
     )
     command.add_argument(
         "--glob",
@@ -200,10 +203,33 @@ def _index_on_server(
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:
     """--chunk-chars and --profile as settings (defaults for the one not given); None, when
-    neither is given, adopts an existing index's settings (or the defaults)."""
+    neither is given, adopts an existing index's settings (or the defaults). On an existing
+    index file, an option equal to its setting is accepted and another refused, naming only
+    the options given."""
     requested = {"chunk_chars": args.chunk_chars, "analyzer_profile": args.profile}
     given = {name: value for name, value in requested.items() if value}
-    return IndexSettings(**given) if given else None
+    if not given:
+        return None
+    built = None if is_server(args.db) else _built_settings(args.db)
+    if built is None:
+        return IndexSettings(**given)
+    differing = [name for name, value in given.items() if getattr(built, name) != value]
+    if differing:
+        stored = ", ".join(f"{name}={getattr(built, name)!r}" for name in differing)
+        options = ", ".join(f"{SETTING_OPTIONS[name]} {given[name]}" for name in differing)
+        raise InvalidInputError(
+            f"index {args.db!r} was built with {stored}; {options} applies to a new index "
+            "only: drop the option, or give a new --db"
+        )
+    return built
+
+
+def _built_settings(db: str) -> IndexSettings | None:
+    """The settings an existing index file was built with, or None if there is no file."""
+    if not Path(db).is_file():
+        return None
+    with SQLiteIndex(db, create=False) as index:
+        return index.settings
 
 
 def _holds_no_documents(db: str) -> bool:

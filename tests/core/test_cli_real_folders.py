@@ -300,3 +300,18 @@ def test_results_print_on_an_ascii_terminal(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "caf\\xe9" in done.stdout
+
+
+def test_an_index_option_on_an_existing_index_names_only_what_was_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--chunk-chars on a 'paper'-profile index names chunk_chars, not the analyzer."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Dijon is famous for its mustard.\n")
+    db = str(tmp_path / "p.sqlite")
+    assert run(["index", str(notes), "--db", db, "-q", "--profile", "paper"], capsys)[0] == 0
+    code, _, err = run(["index", str(notes), "--db", db, "-q", "--chunk-chars", "500"], capsys)
+    assert code == 1 and "chunk_chars=2200" in err and "--chunk-chars 500" in err
+    assert "analyzer" not in err and "profile" not in err
+    same = ["index", str(notes), "--db", db, "-q", "--chunk-chars", "2200"]
+    assert run(same, capsys)[0] == 0
