@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
 from .documents import Document
 from .errors import InvalidInputError
-from .input_files import UndecodableFileError, looks_binary, within
+from .input_files import UndecodableFileError, looks_binary, printable_path, within
 
 # Files of these kinds are never text, whatever their first bytes hold.
 BINARY_SUFFIXES = frozenset(
@@ -116,7 +116,7 @@ class FolderCorpus:
             folders.sort()
             for name in names:
                 path = Path(root, name)
-                found.append((path.relative_to(self.folder).as_posix(), path))
+                found.append((printable_path(path.relative_to(self.folder).as_posix()), path))
         return sorted(found)
 
     def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:

@@ -15,7 +15,7 @@ from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
-from .input_files import parse_json, read_text, text_lines
+from .input_files import parse_json, printable_path, read_text, text_lines
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
@@ -60,7 +60,7 @@ def read_corpus(path: str | os.PathLike[str], fallback: str | None = None) -> It
     if kind == "json":
         return _read_json(corpus, fallback)
     folder = Path(os.path.abspath(corpus)).parent.resolve()
-    return iter([text_document(corpus, folder, corpus.name, fallback)])
+    return iter([text_document(corpus, folder, printable_path(corpus.name), fallback)])
 
 
 def corpus_kind(path: Path) -> str:
@@ -91,7 +91,7 @@ def text_document(path: Path, folder: Path, relative: str, fallback: str | None 
         raise BlankFileError(f"{relative}: the file has no text")
     metadata = {
         "file_path": str(folder / relative),
-        "file_name": path.name,
+        "file_name": relative.rsplit("/", 1)[-1],
         "folder": str(folder),
     }
     return Document(relative, text, document_title(text, metadata, None), metadata)

@@ -154,3 +154,9 @@ def looks_binary(path: Path) -> bool:
 def within(path: Path, folder: Path) -> bool:
     """Whether ``path`` (a symlink followed to its end) lies inside ``folder`` (resolved)."""
     return os.path.commonpath([path.resolve(), folder]) == str(folder)
+
+
+def printable_path(path: str) -> str:
+    """A path as valid text: bytes of a file name that are not UTF-8 (which os.walk hands over
+    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")

@@ -315,3 +315,20 @@ def test_an_index_option_on_an_existing_index_names_only_what_was_asked(
     assert "analyzer" not in err and "profile" not in err
     same = ["index", str(notes), "--db", db, "-q", "--chunk-chars", "2200"]
     assert run(same, capsys)[0] == 0
+
+
+def test_a_file_name_that_is_not_utf8_gets_an_escaped_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Latin-1 file name (bytes os.walk cannot decode) is indexed under a stable id."""
+    folder = tmp_path / "names"
+    folder.mkdir()
+    (folder / os.fsdecode(b"caf\xe9.txt")).write_text("Coffee notes from the corner.\n")
+    db = str(tmp_path / "n.sqlite")
+    for _ in range(2):
+        code, _, err = run(["index", str(folder), "--db", db, "-q"], capsys)
+        assert code == 0, err
+    with SQLiteIndex(db, create=False) as index:
+        document = index.document("caf\\xe9.txt")
+        assert document is not None and index.document_count() == 1
+    assert document.title == "caf\\xe9"
