@@ -59,9 +59,11 @@ SKIP_REASONS = {
     "outside": "a symlink to a file outside the folder",
     "undecodable": "not UTF-8 text",
     "invalid": "not a valid corpus file",
+    "special": "not a regular file",
+    "unopenable": "could not be read",
 }
 # Reasons the command fails for (after every other file is indexed) unless told to skip.
-UNREADABLE = ("undecodable", "invalid")
+UNREADABLE = ("undecodable", "invalid", "unopenable")
 
 
 @dataclass
@@ -122,9 +124,13 @@ class FolderCorpus:
     def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
         """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
         for relative, path in files:
-            reason = self._skip_reason(relative, path)
-            if reason is None:
-                reason = yield from self._read(relative, path, tally)
+            try:
+                reason = self._skip_reason(relative, path)
+                if reason is None:
+                    reason = yield from self._read(relative, path, tally)
+            except OSError as error:  # permission denied, removed meanwhile, an I/O error
+                tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
+                reason = "unopenable"
             if reason is None:
                 tally.read += 1
             else:
@@ -137,7 +143,7 @@ class FolderCorpus:
         if path.is_symlink() and not within(path, self.folder):
             return "outside"
         if not path.is_file():
-            return "binary"  # a socket, a fifo or a dangling link: nothing to read as text
+            return "special"  # a socket, a fifo or a dangling link: nothing to read
         if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
             return "glob"
         if path.suffix.lower() in BINARY_SUFFIXES or looks_binary(path):

@@ -332,3 +332,39 @@ def test_a_file_name_that_is_not_utf8_gets_an_escaped_id(
         document = index.document("caf\\xe9.txt")
         assert document is not None and index.document_count() == 1
     assert document.title == "caf\\xe9"
+
+
+def test_a_file_that_cannot_be_opened_is_listed_not_fatal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Permission denied on one file (simulated: the suite may run as root) skips only it."""
+    from sag2_retrievers import corpus_folder
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    (folder / "open.txt").write_text("Readable notes.\n")
+    (folder / "closed.txt").write_text("Private notes.\n")
+    real = corpus_folder.looks_binary
+
+    def denied(path: Path) -> bool:
+        if path.name == "closed.txt":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(corpus_folder, "looks_binary", denied)
+    code, _, err = run(["index", str(folder), "--db", str(tmp_path / "l.sqlite"), "-q"], capsys)
+    assert code == 1 and "'closed.txt': Permission denied" in err
+    with SQLiteIndex(tmp_path / "l.sqlite", create=False) as index:
+        assert index.document("open.txt") is not None
+
+
+def test_a_dangling_symlink_inside_the_folder_is_counted_not_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "links"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("Notes.\n")
+    (folder / "gone.txt").symlink_to(folder / "missing.txt")
+    code, out, err = run(["index", str(folder), "--db", str(tmp_path / "g.sqlite"), "-q"], capsys)
+    assert code == 0, err
+    assert "1 not a regular file" in out
