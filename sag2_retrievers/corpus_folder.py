@@ -140,8 +140,12 @@ class FolderCorpus:
         """Why a file is not read, before reading it, or None."""
         if any(part.startswith(".") for part in relative.split("/")):
             return "hidden"
-        if path.is_symlink() and not within(path, self.folder):
-            return "outside"
+        if path.is_symlink():
+            target = _link_target(path)
+            if target is None:
+                return "special"
+            if not within(target, self.folder):
+                return "outside"
         if not path.is_file():
             return "special"  # a socket, a fifo or a dangling link: nothing to read
         if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
@@ -169,4 +173,13 @@ class FolderCorpus:
         except UndecodableFileError:
             return "undecodable"
         yield document
+        return None
+
+
+def _link_target(link: Path) -> Path | None:
+    """Where a symlink ends, or None for a loop (Python 3.11 raises RuntimeError, later ones
+    OSError)."""
+    try:
+        return link.resolve()
+    except (OSError, RuntimeError):
         return None

@@ -152,8 +152,8 @@ def looks_binary(path: Path) -> bool:
 
 
 def within(path: Path, folder: Path) -> bool:
-    """Whether ``path`` (a symlink followed to its end) lies inside ``folder`` (resolved)."""
-    return os.path.commonpath([path.resolve(), folder]) == str(folder)
+    """Whether a resolved ``path`` lies inside a resolved ``folder``."""
+    return os.path.commonpath([path, folder]) == str(folder)
 
 
 def printable_path(path: str) -> str:

@@ -358,13 +358,15 @@ def test_a_file_that_cannot_be_opened_is_listed_not_fatal(
         assert index.document("open.txt") is not None
 
 
-def test_a_dangling_symlink_inside_the_folder_is_counted_not_read(
+def test_dangling_and_looping_symlinks_are_counted_not_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = tmp_path / "links"
     folder.mkdir()
     (folder / "notes.txt").write_text("Notes.\n")
     (folder / "gone.txt").symlink_to(folder / "missing.txt")
+    (folder / "loop_a").symlink_to(folder / "loop_b")
+    (folder / "loop_b").symlink_to(folder / "loop_a")
     code, out, err = run(["index", str(folder), "--db", str(tmp_path / "g.sqlite"), "-q"], capsys)
     assert code == 0, err
-    assert "1 not a regular file" in out
+    assert "3 not a regular file" in out
