@@ -52,7 +52,7 @@ BINARY_SUFFIXES = frozenset(
     ]
 )
 SKIP_REASONS = {
-    "hidden": "hidden or in a hidden folder",
+    "hidden": "hidden",
     "binary": "binary",
     "blank": "blank",
     "glob": "not matching --glob",
@@ -111,15 +111,20 @@ class FolderCorpus:
         return cls(folder.resolve(), tuple(globs), fallback)
 
     def files(self) -> list[tuple[str, Path]]:
-        """Every file under the folder as (relative posix path, path), in path order; folder
-        symlinks are not followed, so no loop and no outside folder is walked."""
+        """Every file under the folder as (relative posix path, path), in path order; a hidden
+        folder is one entry (``.git/``), not walked. Folder symlinks are not followed, so no
+        loop and no outside folder is walked."""
         found = []
         for root, folders, names in os.walk(self.folder, followlinks=False):
-            folders.sort()
-            for name in names:
-                path = Path(root, name)
-                found.append((printable_path(path.relative_to(self.folder).as_posix()), path))
+            hidden = [name for name in folders if name.startswith(".")]
+            folders[:] = [name for name in folders if not name.startswith(".")]
+            found += [self._entry(Path(root, name)) for name in names]
+            found += [self._entry(Path(root, name), "/") for name in hidden]
         return sorted(found)
+
+    def _entry(self, path: Path, suffix: str = "") -> tuple[str, Path]:
+        """A path with its printable path relative to the folder."""
+        return printable_path(path.relative_to(self.folder).as_posix() + suffix), path
 
     def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
         """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
@@ -138,7 +143,7 @@ class FolderCorpus:
 
     def _skip_reason(self, relative: str, path: Path) -> str | None:
         """Why a file is not read, before reading it, or None."""
-        if any(part.startswith(".") for part in relative.split("/")):
+        if any(part.startswith(".") for part in relative.rstrip("/").split("/")):
             return "hidden"
         if path.is_symlink():
             target = _link_target(path)

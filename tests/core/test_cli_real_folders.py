@@ -38,8 +38,9 @@ def debian(tmp_path: Path) -> Path:
     (docs / "valve" / "notes.txt").write_bytes("Flow notes, café.\n".encode("utf-16"))
     (docs / "valve" / "empty").write_text("\n")
     (docs / "pump" / "changelog.Debian.gz").write_bytes(b"\x1f\x8b\x08\x00binary")
-    (docs / ".git").mkdir()
+    (docs / ".git" / "objects").mkdir(parents=True)
     (docs / ".git" / "HEAD").write_text("ref: main\n")
+    (docs / ".git" / "objects" / "pack").write_text("not walked\n")
     return docs
 
 
@@ -49,7 +50,7 @@ def test_every_text_file_is_read_and_every_skip_is_counted_by_reason(
     code, out, err = run(["index", str(debian), "--db", str(tmp_path / "d.sqlite"), "-q"], capsys)
     assert code == 0, err
     assert "holds 7 documents" in out
-    assert "7 files read, 3 skipped (1 hidden or in a hidden folder, 1 binary, 1 blank)" in out
+    assert "7 files read, 3 skipped (1 hidden, 1 binary, 1 blank)" in out
     assert "'valve/empty': blank" in err
     with SQLiteIndex(tmp_path / "d.sqlite", create=False) as index:
         utf16 = index.document("valve/notes.txt")
