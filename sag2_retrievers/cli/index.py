@@ -11,7 +11,13 @@ from pathlib import Path
 from ..backends.base import DocumentIndex
 from ..backends.sqlite import SQLiteIndex, remove_index_files
 from ..corpus_folder import SKIP_REASONS, UNREADABLE, FolderCorpus, FolderTally
-from ..corpus_io import DEFAULT_BATCH_SIZE, IngestReport, add_in_batches, read_corpus
+from ..corpus_io import (
+    DEFAULT_BATCH_CHARS,
+    DEFAULT_BATCH_SIZE,
+    IngestReport,
+    add_in_batches,
+    read_corpus,
+)
 from ..documents import Document
 from ..errors import InvalidInputError, SAG2Error
 from ..input_files import checked_encoding
@@ -51,7 +57,10 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
         "--db", required=True, help="index file (created if absent), or a postgresql:// URL"
     )
     command.add_argument(
-        "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="documents per commit"
+        "--batch-size",
+        type=positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"documents per commit (a batch also ends at {DEFAULT_BATCH_CHARS:,} characters)",
     )
     command.add_argument(
         "--chunk-chars",
@@ -69,7 +78,6 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
     command.add_argument(
         "--glob",
         action="append",
-        default=[],
         metavar="PATTERN",
         help="in a folder, read only files whose path matches (repeatable; e.g. '*.rst', "
         "'README*'; default: every file that is not binary or hidden)",
@@ -132,7 +140,7 @@ def _ingest(
         documents: Iterable[Document] = read_corpus(corpus, fallback)
         total = None
     else:
-        folder = FolderCorpus.at(corpus, args.glob, fallback)
+        folder = FolderCorpus.at(corpus, args.glob or (), fallback)
         files = folder.files()
         documents, total = folder.documents(files, tally), len(files)
     with progress(args, "indexing", "doc", total=total) as bar:
