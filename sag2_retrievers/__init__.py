@@ -6,6 +6,7 @@ from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
 from .errors import (
+    IndexBusyError,
     IndexFullError,
     IndexSettingsMismatchError,
     IndexUnavailableError,
@@ -27,6 +28,7 @@ __all__ = [
     "Document",
     "DocumentIndex",
     "Filters",
+    "IndexBusyError",
     "IndexFullError",
     "IndexSettings",
     "IndexSettingsMismatchError",

@@ -8,9 +8,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import IndexFullError, InvalidInputError
+from .errors import IndexBusyError, IndexFullError, InvalidInputError
 
 SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
+SQLITE_BUSY = 5
 
 BUSY_TIMEOUT_SECONDS = 30.0
 
@@ -75,4 +76,22 @@ def raise_if_full(error: sqlite3.OperationalError, path: str | Path) -> None:
         raise IndexFullError(
             f"{str(path)!r}: the disk or the file's size limit is full ({error}); nothing was "
             "written and the file is unchanged. Free space (or move the file) and retry"
+        ) from error
+
+
+def is_busy(error: sqlite3.Error) -> bool:
+    """Whether SQLite gave up waiting for a lock another connection holds (SQLITE_BUSY)."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return bool(code & 0xFF == SQLITE_BUSY)
+    return "database is locked" in str(error)
+
+
+def raise_if_busy(error: sqlite3.Error, path: str | Path) -> None:
+    """Turn SQLITE_BUSY into an IndexBusyError saying that another process is writing."""
+    if is_busy(error):
+        raise IndexBusyError(
+            f"{str(path)!r} is busy: another process is writing to it (waited "
+            f"{BUSY_TIMEOUT_SECONDS:g} s for its write lock); nothing was written. Retry "
+            "when that write has finished"
         ) from error

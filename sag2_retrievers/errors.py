@@ -19,6 +19,10 @@ class IndexUnavailableError(SAG2Error):
     """SQLite lacks a feature the index needs (FTS5), or the file is not a SAG2 index."""
 
 
+class IndexBusyError(IndexUnavailableError):
+    """Another process held the index file's write lock for longer than the busy timeout."""
+
+
 class IndexFullError(SAG2Error):
     """The disk, or a size limit on the index file, is full: the write was rolled back."""
 

@@ -96,11 +96,6 @@ LAST_UNIT_ID_SQL = """
                coalesce((SELECT max(unit_id) FROM units), 0))"""
 INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
 UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
-DELETED_UNITS_SQL = """
-    SELECT units.unit_id, documents.title, units.heading, units.char_start, units.char_end,
-           units.token_crc, documents.text
-    FROM units JOIN documents ON documents.doc_id = units.doc_id
-    WHERE units.doc_id IN (SELECT value FROM json_each(?)) ORDER BY units.unit_id"""
 DELETE_FTS_SQL = """
     INSERT INTO units_fts(units_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)"""
 DELETE_UNITS_SQL = "DELETE FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
