@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -14,6 +15,11 @@ SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
 SQLITE_BUSY = 5
 
 BUSY_TIMEOUT_SECONDS = 30.0
+# A cache waits this long for another writer, then skips its write: a query never waits
+# out a long write elsewhere, and never fails, for the sake of a cache.
+CACHE_BUSY_TIMEOUT_SECONDS = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
@@ -38,6 +44,30 @@ def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection
+
+
+def connect_cache(path: str | Path) -> sqlite3.Connection:
+    """A connection for a cache table: as `connect`, with the cache's short busy timeout."""
+    connection = connect(path)
+    connection.execute(f"PRAGMA busy_timeout = {int(CACHE_BUSY_TIMEOUT_SECONDS * 1000)}")
+    return connection
+
+
+def write_cache(
+    connection: sqlite3.Connection, statement: str, rows: Sequence[Sequence[Any]], what: str
+) -> None:
+    """Write cache rows in one transaction, or skip them with a warning when another process
+    holds the file's write lock (the rows can be computed again; the query goes on)."""
+    try:
+        write_many(connection, statement, rows)
+    except sqlite3.OperationalError as error:
+        if not is_busy(error):
+            raise
+        logger.warning(
+            "skipped caching %d %s: busy: another process is writing to the cache file",
+            len(rows),
+            what,
+        )
 
 
 def json_list(values: Iterable[Any], what: str) -> str:
