@@ -27,6 +27,10 @@ class IndexFullError(SAG2Error):
     """The disk, or a size limit on the index file, is full: the write was rolled back."""
 
 
+class IngestError(SAG2Error):
+    """Analysis for an ingest did not finish: a worker process died or did not answer in time."""
+
+
 class JudgeError(SAG2Error):
     """A judge could not produce valid scores: refused, malformed answer, retries exhausted."""
 

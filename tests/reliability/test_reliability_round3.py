@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sag2_retrievers import SQLiteIndex
+from sag2_retrievers.backends import ingest
+from sag2_retrievers.backends.ingest import PreparedUnit
+from sag2_retrievers.backends.sqlite.postings import BatchPostings, PostingsCounter
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import IndexBusyError
+from sag2_retrievers.errors import IndexBusyError, IngestError
 from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
 
 # -- item 1: deleting a large document stays linear ---------------------------------------
@@ -189,3 +195,102 @@ def test_a_new_embedding_cache_table_is_kept_in_memory_while_another_process_wri
     finally:
         holder.join()
     cache.close()
+
+
+# -- item 2: the analysis pool never deadlocks, and no ingest wait is unbounded -----------
+
+_FORK_WHILE_LOADING = """
+import threading
+from sag2_retrievers import SQLiteIndex, Document
+from sag2_retrievers.text import tokenize
+from tests.reliability.test_reliability_round3 import _han_text
+
+loader = threading.Thread(target=tokenize, args=("北京大学",))
+loader.start()
+with SQLiteIndex({path!r}) as index:
+    documents = [Document(f"d{{n}}", _han_text(25_000, seed=n)) for n in range(20)]
+    print(index.add_documents(documents))
+loader.join()
+"""
+
+
+def test_forking_the_pool_while_another_thread_loads_jieba_does_not_deadlock(
+    tmp_path: Path,
+) -> None:
+    """Defect 2: workers forked while a host thread held jieba's loading lock inherited it
+    held and waited for ever on their first Han text (4 of 4 trials)."""
+    script = _FORK_WHILE_LOADING.format(path=str(tmp_path / "index.sqlite"))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) > 20
+
+
+class _StuckStatistics(PostingsCounter):
+    """Statistics whose derivation hangs, as a worker stuck on a lock would."""
+
+    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+        time.sleep(5)
+        return super().derive(units)
+
+
+def test_a_stuck_analysis_worker_is_a_clear_error_in_bounded_time(
+    index_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 2: ingest waited on its workers' results without a bound."""
+    monkeypatch.setattr(ingest, "ANALYSIS_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(ingest, "ANALYSIS_MIN_CHARS_PER_SECOND", 10**9)
+    documents = [Document(f"d{n}", _long_text(50_000, seed=n)) for n in range(10)]
+    with SQLiteIndex(index_path) as index:
+        monkeypatch.setattr(index, "unit_statistics", _StuckStatistics())
+        started = time.perf_counter()
+        with pytest.raises(IngestError, match="did not finish"):
+            index.add_documents(documents)
+        assert time.perf_counter() - started < 4
+        assert index.document_count() == 0
+        monkeypatch.setattr(index, "unit_statistics", PostingsCounter())
+        assert index.add_documents(documents) > 0
+
+
+# -- item 10: the host's jieba words do not change the index's analysis --------------------
+
+_HOST_TEACHES_JIEBA = """
+import jieba
+from sag2_retrievers import SQLiteIndex, Document
+from sag2_retrievers.text import tokenize
+
+text = "北京大学是中国的一所大学，位于北京。"
+before = tokenize(text)
+with SQLiteIndex({path!r}) as index:
+    index.add_documents([Document("pku", text)], parallel=False)
+    plain = jieba.lcut(text)
+    jieba.add_word("学是中国", freq=10**9)
+    assert jieba.lcut(text) != plain, "the host's word changes jieba's own cut"
+    assert tokenize(text) == before, (tokenize(text), before)
+    assert index.query_terms("北京大学是中国的") == {terms!r}
+    print(index.delete(["pku"]))
+"""
+
+
+def test_a_host_teaching_jieba_words_does_not_change_the_indexs_analysis(
+    tmp_path: Path,
+) -> None:
+    """Defect 10: jieba.add_word in the host changed re-analysis (deletes refused by the
+    checksum check) and question terms; the index now has its own jieba tokenizer."""
+    with SQLiteIndex(tmp_path / "probe.sqlite") as probe:
+        terms = probe.query_terms("北京大学是中国的")
+    script = _HOST_TEACHES_JIEBA.format(path=str(tmp_path / "index.sqlite"), terms=terms)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1"
