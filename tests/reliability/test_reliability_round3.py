@@ -20,7 +20,8 @@ from sag2_retrievers.backends import ingest
 from sag2_retrievers.backends.ingest import PreparedUnit
 from sag2_retrievers.backends.sqlite.postings import BatchPostings, PostingsCounter
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import IndexBusyError, IngestError
+from sag2_retrievers.errors import IndexBusyError, IngestError, InvalidInputError
+from sag2_retrievers.filters import MAX_CONDITIONS
 from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
 
 # -- item 1: deleting a large document stays linear ---------------------------------------
@@ -294,3 +295,48 @@ def test_a_host_teaching_jieba_words_does_not_change_the_indexs_analysis(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "1"
+
+
+# -- item 4: wide metadata filters ---------------------------------------------------------
+
+
+def _wide_index(path: Path) -> SQLiteIndex:
+    """An index of 60 documents, each with a numeric ``n`` and a text ``tag``."""
+    index = SQLiteIndex(path)
+    documents = [
+        Document(f"d{n}", f"alpha bravo w{n}", metadata={"n": n, "tag": f"t{n % 7}"})
+        for n in range(60)
+    ]
+    index.add_documents(documents, parallel=False)
+    return index
+
+
+@pytest.mark.parametrize("group", ["$or", "$and"])
+def test_a_flat_group_of_two_thousand_conditions_compiles(index_path: Path, group: str) -> None:
+    """Defect 4: a flat $or / $and of 992 or more conditions raised SQLite's raw
+    "Expression tree is too large"; it now gives what the equivalent filter gives."""
+    if group == "$or":
+        wide = {"$or": [{"n": value} for value in range(0, 4000, 2)]}
+        same = {"n": {"$in": list(range(0, 4000, 2))}}
+    else:
+        wide = {"$and": [{"n": {"$ne": value}} for value in range(1, 4001, 2)]}
+        same = {"n": {"$nin": list(range(1, 4001, 2))}}
+    with _wide_index(index_path) as index:
+        index._connection().setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 32_766)
+        assert index.allowed_units(wide) == index.allowed_units(same)
+        assert len(index.allowed_units(wide)) == 30
+        assert index.rank_expression(["alpha"], 100, filters=wide) == index.rank_expression(
+            ["alpha"], 100, filters=same
+        )
+        terms = [f"w{n}" for n in range(60)]
+        expanded = index.expand(terms, ["alpha", "bravo"], set(), 5, filters=wide)
+        assert expanded == index.expand(terms, ["alpha", "bravo"], set(), 5, filters=same)
+        assert sum(map(len, expanded.values())) == 30
+
+
+def test_a_filter_beyond_the_condition_limit_is_invalid_input(index_path: Path) -> None:
+    """Defect 4: past a documented limit, filters are refused before any SQL is built."""
+    with _wide_index(index_path) as index:
+        too_wide = {"$or": [{"n": value} for value in range(MAX_CONDITIONS + 1)]}
+        with pytest.raises(InvalidInputError, match="conditions, more than the limit"):
+            index.search("alpha", 5, filters=too_wide)

@@ -41,6 +41,7 @@ from .postings import BatchPostings, PostingsCounter
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
+_MAX_PARAMETERS = 32_000  # SQLite's smallest default limit on bound parameters is 32,766
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -423,8 +424,9 @@ class SQLiteIndex:
         ties by unit id.
 
         Without filters the postings arrays rank them (`ArrayScorer.expand`). With filters,
-        one statement per 400 terms finds the members, scores the whole OR expression on
-        them only, and ranks them in SQLite, so only the top ``limit`` of each comes back.
+        one statement per 400 terms (fewer for wide filters) finds the members, scores the
+        whole OR expression on them only, and ranks them in SQLite, so only the top ``limit``
+        of each comes back.
         """
         check_limit(limit)
         terms = list(dict.fromkeys(required_terms))
@@ -442,9 +444,11 @@ class SQLiteIndex:
         statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
         scoring = " OR ".join(quote_term(term) for term in scoring_terms)
         excluded = json_list(sorted(exclude), "excluded unit ids")
+        # Each term's part binds the filter's values again: bound the parameters per statement.
+        step = max(1, min(_COMPOUND_LIMIT, _MAX_PARAMETERS // (len(values) + 3)))
         with self.snapshot():
-            for start in range(0, len(terms), _COMPOUND_LIMIT):
-                chunk = terms[start : start + _COMPOUND_LIMIT]
+            for start in range(0, len(terms), step):
+                chunk = terms[start : start + step]
                 members = " UNION ALL ".join([statement] * len(chunk))
                 compound = "".join([sql.EXPAND_HEAD_SQL, members, sql.EXPAND_TAIL_SQL])
                 params = [
