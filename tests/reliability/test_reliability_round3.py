@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import subprocess
@@ -9,7 +10,8 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +22,18 @@ from sag2_retrievers.backends import ingest
 from sag2_retrievers.backends.ingest import PreparedUnit
 from sag2_retrievers.backends.sqlite.postings import BatchPostings, PostingsCounter
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import IndexBusyError, IngestError, InvalidInputError
+from sag2_retrievers.errors import (
+    IndexBusyError,
+    IngestError,
+    InvalidInputError,
+    JudgeConfigurationError,
+    JudgeError,
+)
 from sag2_retrievers.filters import MAX_CONDITIONS
+from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
+from sag2_retrievers.judges._secrets import HTTP_LOGGERS, read_key
+from sag2_retrievers.judges.base import Candidate, JudgeRequest
 
 # -- item 1: deleting a large document stays linear ---------------------------------------
 
@@ -340,3 +351,87 @@ def test_a_filter_beyond_the_condition_limit_is_invalid_input(index_path: Path) 
         too_wide = {"$or": [{"n": value} for value in range(MAX_CONDITIONS + 1)]}
         with pytest.raises(InvalidInputError, match="conditions, more than the limit"):
             index.search("alpha", 5, filters=too_wide)
+
+
+# -- item 9: API keys never reach logs or errors -------------------------------------------
+
+KEY = "sk-test-0123456789abcdef"
+
+
+class _EchoAuthorization(BaseHTTPRequestHandler):
+    """Refuses every request, echoing the caller's Authorization header in its own headers."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = b'{"error": "no"}'
+        self.send_response(401)
+        self.send_header("X-Echo", self.headers.get("Authorization", ""))
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the test reads the client's logs only."""
+
+
+@pytest.fixture
+def echo_server() -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 that echoes Authorization; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoAuthorization)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+    server.server_close()
+
+
+def _one_request() -> JudgeRequest:
+    return JudgeRequest("q", (Candidate("t", "passage"),))
+
+
+@pytest.mark.parametrize("padding", ["\n", "\r\n", " \t"])
+async def test_a_key_with_surrounding_whitespace_is_sent_stripped_and_never_logged(
+    echo_server: str, caplog: pytest.LogCaptureFixture, padding: str
+) -> None:
+    """Defect 9: a trailing newline reached the header, so httpx refused it and printed the
+    key in the JudgeError; and httpcore's DEBUG log printed the echoed header."""
+    caplog.set_level(logging.DEBUG)
+    judge = OpenAICompatJudge(echo_server, "m", api_key=KEY + padding, max_attempts=1)
+    with pytest.raises(JudgeError) as caught:
+        await judge.score(_one_request())
+    await judge.aclose()
+    assert "the API key was rejected" in str(caught.value)
+    assert "httpcore" in caplog.text and "X-Echo" in caplog.text
+    assert KEY not in caplog.text and KEY not in str(caught.value)
+
+
+@pytest.mark.parametrize("bad", ["sk-a\x00b", "sk-a\nb", "sk-a\x7fb", "sk-ä-key"])
+def test_a_key_with_a_control_or_non_ascii_character_is_refused_without_showing_it(
+    bad: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defects 9 and 10: such keys reached the header (printed in errors, or a raw
+    UnicodeEncodeError that skipped the bm25 fall-back); now a configuration error."""
+    with pytest.raises(JudgeConfigurationError, match="not shown") as direct:
+        OpenAICompatJudge("http://127.0.0.1:9/v1", "m", api_key=bad)
+    errors = [direct.value]
+    if "\x00" not in bad:  # an environment variable cannot hold NUL
+        monkeypatch.setenv("OPENROUTER_API_KEY", bad)
+        with pytest.raises(JudgeConfigurationError, match="OPENROUTER_API_KEY") as from_env:
+            JEVJudge()
+        errors.append(from_env.value)
+    for error in errors:
+        assert bad[:4] not in str(error) and bad[:4] not in repr(error)
+
+
+def test_the_http_libraries_loggers_redact_every_live_key(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Defect 9: the filter on httpx's and httpcore's loggers rewrites any record naming a key."""
+    caplog.set_level(logging.DEBUG)
+    key = read_key("sk-live-key-42", "a test")
+    for name in HTTP_LOGGERS:
+        logging.getLogger(name).debug("headers %r", [(b"Authorization", b"Bearer sk-live-key-42")])
+    assert "sk-live-key-42" not in caplog.text
+    assert caplog.text.count("[redacted]") == len(HTTP_LOGGERS)
+    assert key.reveal() == "sk-live-key-42"
