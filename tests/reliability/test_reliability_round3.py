@@ -13,6 +13,7 @@ import tracemalloc
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,10 +21,12 @@ import pytest
 from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.backends import ingest
 from sag2_retrievers.backends.ingest import PreparedUnit
+from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.backends.sqlite.postings import BatchPostings, PostingsCounter
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexBusyError,
+    IndexUnavailableError,
     IngestError,
     InvalidInputError,
     JudgeConfigurationError,
@@ -34,6 +37,7 @@ from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
 from sag2_retrievers.judges._secrets import HTTP_LOGGERS, read_key
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
+from tests.postgres_server import PostgresServer
 
 # -- item 1: deleting a large document stays linear ---------------------------------------
 
@@ -435,3 +439,39 @@ def test_the_http_libraries_loggers_redact_every_live_key(
     assert "sk-live-key-42" not in caplog.text
     assert caplog.text.count("[redacted]") == len(HTTP_LOGGERS)
     assert key.reveal() == "sk-live-key-42"
+
+
+# -- item 10: the smaller defects ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("metadata", [{"a": "b\x00c"}, {"a\x00": 1}, {"a": ["ok", {"b": "\x00"}]}])
+def test_nul_in_a_metadata_string_is_refused_for_every_backend(metadata: dict[str, Any]) -> None:
+    """Defect 10: SQLite stored NUL in metadata strings but PostgreSQL could not; one rule."""
+    with pytest.raises(InvalidInputError, match="NUL"):
+        Document("x", "alpha", metadata=metadata)
+
+
+def test_document_units_refuses_an_id_holding_nul(index_path: Path) -> None:
+    """Defect 10: json_each cut "a\\x00b" at the NUL, so it returned the units of "a"."""
+    with SQLiteIndex(index_path) as index:
+        index.add_documents([Document("a", "alpha bravo")], parallel=False)
+        with pytest.raises(InvalidInputError, match="NUL"):
+            index.document_units(["a\x00b"])
+
+
+def test_postgres_refuses_nul_ids_and_reports_server_failures_as_one_error(
+    postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    """Defect 10: psycopg's DataError (NUL in an id) and OperationalError (a lost connection)
+    came through raw; NUL is refused as on SQLite, and server failures are one error type."""
+    psycopg = pytest.importorskip("psycopg")
+    with PostgresIndex(postgres_server.dsn, schema=postgres_schema) as index:
+        index.add_documents([Document("a", "alpha bravo")], parallel=False)
+        for call in (index.delete, index.document_units, index.metadata):
+            with pytest.raises(InvalidInputError, match="NUL"):
+                call(["a\x00b"])
+        backend = index._fetch("SELECT pg_backend_pid()")[0][0]
+        with psycopg.connect(postgres_server.dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        with pytest.raises(IndexUnavailableError, match="the server failed the request"):
+            index.document_count()

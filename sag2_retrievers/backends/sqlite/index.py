@@ -499,7 +499,7 @@ class SQLiteIndex:
 
     def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
         """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
-        ids = json.dumps(list(_id_collection(doc_ids, "doc_ids")))
+        ids = json_list(_id_collection(doc_ids, "doc_ids"), "document id")
         with self.snapshot():
             rows = self._connection().execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids,)).fetchall()
             return self._unit_rows(row[0] for row in rows)
