@@ -475,3 +475,24 @@ def test_postgres_refuses_nul_ids_and_reports_server_failures_as_one_error(
             admin.execute("SELECT pg_terminate_backend(%s)", (backend,))
         with pytest.raises(IndexUnavailableError, match="the server failed the request"):
             index.document_count()
+
+
+def test_fetching_a_few_units_does_not_read_their_whole_documents(index_path: Path) -> None:
+    """Defect 10: units() read each whole document text (here 400 KB) to cut a 2,200-character
+    unit; SQLite now cuts a document's few units itself."""
+    text = _han_text(200_000) + "😀 tail"
+    with SQLiteIndex(index_path) as index:
+        index.add_documents([Document("big", text)], parallel=False)
+        all_units = index.document_units(["big"])
+        assert all(
+            unit.body == text[unit.char_start : unit.char_end] for unit in all_units.values()
+        )
+        last = max(all_units)
+        tracemalloc.start()
+        try:
+            [unit] = index.units([last]).values()
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert unit.body == text[unit.char_start : unit.char_end] and unit.body.endswith("tail")
+        assert peak < 200_000, peak

@@ -41,6 +41,9 @@ from .postings import BatchPostings, PostingsCounter
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
+# A document's units beyond this many are cut from its text read once: SQLite's substr()
+# reads the whole text for each unit it cuts.
+_CUT_IN_SQL_UNITS = 8
 _MAX_PARAMETERS = 32_000  # SQLite's smallest default limit on bound parameters is 32,766
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
@@ -510,15 +513,27 @@ class SQLiteIndex:
         return sentence_expansion_units(self.units(unit_ids), self.settings.analyzer_profile)
 
     def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
-        """Fetch units, cutting their text from each source document read once (one snapshot)."""
+        """Fetch units (one snapshot): SQLite cuts the text of a document's few units, and
+        a document with many is read once and cut here."""
         with self.snapshot():
             connection = self._connection()
             rows = connection.execute(sql.UNITS_SQL, (json_list(unit_ids, "unit id"),)).fetchall()
-            doc_ids = json_list({row[1] for row in rows}, "document id")
-            texts = dict(connection.execute(sql.DOCUMENT_TEXTS_SQL, (doc_ids,)).fetchall())
+            per_document = Counter(row[1] for row in rows)
+            few = [row[0] for row in rows if per_document[row[1]] <= _CUT_IN_SQL_UNITS]
+            pieces = dict(connection.execute(sql.UNIT_TEXTS_SQL, (json_list(few, "unit id"),)))
+            many = [doc for doc, count in per_document.items() if count > _CUT_IN_SQL_UNITS]
+            texts = dict(
+                connection.execute(sql.DOCUMENT_TEXTS_SQL, (json_list(many, "document id"),))
+            )
         return {
             int(unit_id): Unit(
-                int(unit_id), doc_id, title, heading, texts[doc_id][start:end], start, end
+                int(unit_id),
+                doc_id,
+                title,
+                heading,
+                pieces[unit_id] if unit_id in pieces else texts[doc_id][start:end],
+                start,
+                end,
             )
             for unit_id, doc_id, title, heading, start, end in rows
         }

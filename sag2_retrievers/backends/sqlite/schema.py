@@ -81,6 +81,12 @@ UNITS_SQL = """
            units.char_start, units.char_end
     FROM units JOIN documents ON documents.doc_id = units.doc_id
     WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
+# substr() counts characters (code points), as Python's offsets do.
+UNIT_TEXTS_SQL = """
+    SELECT units.unit_id,
+           substr(documents.text, units.char_start + 1, units.char_end - units.char_start)
+    FROM units JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
 DOCUMENT_TEXTS_SQL = """
     SELECT doc_id, text FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
 FILTERED_UNIT_IDS_SQL = """
