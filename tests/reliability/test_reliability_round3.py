@@ -496,3 +496,21 @@ def test_fetching_a_few_units_does_not_read_their_whole_documents(index_path: Pa
             tracemalloc.stop()
         assert unit.body == text[unit.char_start : unit.char_end] and unit.body.endswith("tail")
         assert peak < 200_000, peak
+
+
+def test_postgres_takes_the_same_wide_filters(
+    postgres_server: PostgresServer, postgres_schema: str
+) -> None:
+    """Defect 4 on PostgreSQL: a flat $or of 2,000 conditions gives what the $in list gives."""
+    wide = {"$or": [{"n": value} for value in range(0, 4000, 2)]}
+    same = {"n": {"$in": list(range(0, 4000, 2))}}
+    documents = [Document(f"d{n}", f"alpha w{n}", metadata={"n": n}) for n in range(60)]
+    with PostgresIndex(postgres_server.dsn, schema=postgres_schema) as index:
+        index.add_documents(documents, parallel=False)
+        assert index.allowed_units(wide) == index.allowed_units(same)
+        assert len(index.allowed_units(wide)) == 30
+        ranked = index.rank_expression(["alpha"], 100, filters=wide)
+        assert ranked == index.rank_expression(["alpha"], 100, filters=same)
+        terms = [f"w{n}" for n in range(60)]
+        expanded = index.expand(terms, ["alpha"], set(), 5, filters=wide)
+        assert expanded == index.expand(terms, ["alpha"], set(), 5, filters=same)
