@@ -22,7 +22,7 @@ from ..text import Profile, body_tokens, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0
-# A worker that analyses slower than this (jieba does about 500,000 Han characters a
+# A worker that analyses slower than this (jieba does about 190,000 Han characters a
 # second here) is taken to be stuck: no wait in ingest is unbounded.
 ANALYSIS_GRACE_SECONDS = 60.0
 ANALYSIS_MIN_CHARS_PER_SECOND = 5_000
