@@ -20,6 +20,7 @@ from typing import Any
 import regex
 
 from . import text as _text
+from ._jieba import tokenizer as jieba_tokenizer
 
 # jieba's default block pattern (re_han_default) and whitespace pattern (re_skip_default).
 _JIEBA_BLOCK = re.compile(r"([\u4e00-\u9fd5a-zA-Z0-9+#&._%\-]+)")
@@ -109,7 +110,7 @@ def _ascii_block(block: str) -> list[str]:
 def _han_block(block: str) -> list[str]:
     """A block holding Han characters: jieba's dictionary route, with runs of single
     characters handed on as jieba does (alone, per character, or to its HMM)."""
-    tokenizer = _text._jieba()
+    tokenizer = jieba_tokenizer()
     route: dict[int, Any] = {}
     tokenizer.calc(block, tokenizer.get_DAG(block), route)
     words: list[str] = []
@@ -160,7 +161,7 @@ def _with_parts(word: str) -> list[str]:
         words.extend(p for p in _JOINERS.split(word) if len(p) >= 2 and _LATIN_LETTER.search(p))
     # Sub-words exist only in the dictionary's non-ASCII words, which only Han blocks give.
     if len(word) > 2 and not word.isascii():
-        freq = _text._jieba().FREQ
+        freq = jieba_tokenizer().FREQ
         for size in (2, 3):
             if len(word) > size:
                 subwords = (word[i : i + size] for i in range(len(word) - size + 1))

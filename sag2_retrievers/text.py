@@ -17,14 +17,13 @@ them.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
-import logging
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from ._jieba import tokenizer as jieba_tokenizer
 
 ANALYZER_VERSION = "2"  # 2: tokens pass through the unicode61-equivalent final_tokens
 
@@ -260,7 +259,7 @@ def _script_words(segment: str) -> list[str]:
 def _jieba_tokens(segment: str) -> list[str]:
     """Segment a run of Han characters with jieba, adding dictionary sub-words of long words."""
     tokens: list[str] = []
-    for word in _jieba().cut(segment, HMM=True):
+    for word in jieba_tokenizer().cut(segment, HMM=True):
         if _is_token(word):
             tokens.append(word)
         if len(word) > 2:
@@ -270,7 +269,7 @@ def _jieba_tokens(segment: str) -> list[str]:
 
 def _cjk_subwords(word: str) -> list[str]:
     """2-character (3-character) dictionary sub-words of a CJK word longer than 2 (3)."""
-    freq = _jieba().FREQ
+    freq = jieba_tokenizer().FREQ
     subs = [word[i : i + 2] for i in range(len(word) - 1) if freq.get(word[i : i + 2])]
     if len(word) > 3:
         subs += [word[i : i + 3] for i in range(len(word) - 2) if freq.get(word[i : i + 3])]
@@ -285,17 +284,6 @@ def _is_token(piece: str) -> bool:
 def _has_letter(text: str) -> bool:
     """True when the text holds at least one letter."""
     return any(ch.isalpha() for ch in text)
-
-
-@functools.cache
-def _jieba() -> Any:
-    """jieba's default tokenizer, loaded once per process without printing anything."""
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        jieba.dt.initialize()
-    return jieba.dt
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

@@ -143,9 +143,24 @@ class PostgresIndex:
         connection = self._connection()
         if connection.info.transaction_status != 0:
             raise InvalidInputError("cannot write to the index inside a read snapshot")
-        with connection.transaction(), connection.cursor() as cursor:
+        with self._server_errors(), connection.transaction(), connection.cursor() as cursor:
             cursor.execute(pg.WRITE_LOCK, (f"sag2:{self.schema}",))
             yield cursor
+
+    @contextmanager
+    def _server_errors(self) -> Iterator[None]:
+        """psycopg's errors as the one IndexUnavailableError, naming the schema."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as error:
+            first_line = (str(error).splitlines() or [""])[0]
+            raise IndexUnavailableError(
+                f"PostgreSQL index {self.schema!r}: the server failed the request "
+                f"({error.__class__.__name__}: {first_line}); a write was rolled back. "
+                "Check the server, then retry"
+            ) from error
 
     # -- writing -------------------------------------------------------------------------
 
@@ -288,7 +303,7 @@ class PostgresIndex:
 
     def _fetch(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one read statement and fetch its rows."""
-        with self._connection().cursor() as cursor:
+        with self._server_errors(), self._connection().cursor() as cursor:
             cursor.execute(statement, params)
             return list(cursor.fetchall())
 
@@ -502,6 +517,8 @@ def _string_ids(doc_ids: Iterable[str]) -> list[str]:
     for doc_id in ids:
         if not isinstance(doc_id, str):
             raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
+        if "\x00" in doc_id:  # as SQLite's json_list: no stored id holds one
+            raise InvalidInputError(f"document id {doc_id!r} contains a NUL character")
     return ids
 
 
