@@ -39,7 +39,7 @@ from . import compaction, postings
 from . import schema as sql
 from .filters import NO_FILTER, filter_sql
 from .fts import body_expression, or_expression, quote_term
-from .postings import BatchPostings, PostingsCounter
+from .postings import BatchPostings, PostingsCounter, SQLitePostings
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
@@ -345,7 +345,8 @@ class SQLiteIndex:
             return []
         if conditions == NO_FILTER:
             with self.snapshot():
-                return self._scorer.search(self._connection(), self._stats(), terms, limit)
+                source = SQLitePostings(self._connection())
+                return self._scorer.search(source, self._stats(), terms, limit)
         statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
         params = (expression, *values, limit)
         rows = self._connection().execute(statement, params)
@@ -358,8 +359,8 @@ class SQLiteIndex:
         if not phrases or not unit_ids:
             return {}
         with self.snapshot():
-            connection = self._connection()
-            return self._scorer.score_units(connection, self._stats(), phrases, unit_ids)
+            source = SQLitePostings(self._connection())
+            return self._scorer.score_units(source, self._stats(), phrases, unit_ids)
 
     def _stats(self) -> Statistics:
         """N, avgdl and every unit's |D| at this generation (read once per generation).
@@ -369,9 +370,8 @@ class SQLiteIndex:
         generation = self._generation()
         stats = self._statistics
         if stats is None or stats.generation != generation:
-            rows = self.unit_count()
-            lengths = postings.unit_lengths(self._connection())
-            stats = Statistics(generation, rows, int(lengths.sum()) / max(rows, 1), lengths)
+            ids, lengths = postings.unit_lengths(self._connection())
+            stats = Statistics.of_units(generation, self.unit_count(), ids, lengths)
             self._statistics = stats
         return stats
 
@@ -403,7 +403,7 @@ class SQLiteIndex:
         if conditions == NO_FILTER:
             with self.snapshot():
                 return self._scorer.expand(
-                    connection, self._stats(), terms, scoring_terms, exclude, limit
+                    SQLitePostings(connection), self._stats(), terms, scoring_terms, exclude, limit
                 )
         statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
         scoring = " OR ".join(quote_term(term) for term in scoring_terms)

@@ -22,8 +22,11 @@ import numpy.typing as npt
 
 from ..._sqlite import json_list
 from ..ingest import PreparedUnit
+from .fts import quote_term
+from .schema import BM25_SCORE
 
 Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS segments(
@@ -52,6 +55,7 @@ _SEGMENTS_SQL = "SELECT units, lengths FROM segments"
 _OVERLAPPING_SQL = (
     "SELECT segment, units, lengths FROM segments WHERE max_unit >= ? AND min_unit <= ?"
 )
+_PHRASE_SCORES_SQL = f"SELECT rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
 _SET_LENGTHS_SQL = "UPDATE segments SET lengths = ? WHERE segment = ?"
 # A bucket is read by one rowid seek per segment.
 _POSTINGS_SQL = f"""
@@ -272,17 +276,32 @@ def mark_deleted(connection: sqlite3.Connection, unit_ids: Sequence[int]) -> Non
             connection.execute(_SET_LENGTHS_SQL, (kept.tobytes(), segment))
 
 
-def unit_lengths(connection: sqlite3.Connection) -> Ints:
-    """|D| of every unit by id (0 for ids that are dead or were never used)."""
-    parts = [
-        (np.frombuffer(units, dtype="<i8"), np.frombuffer(lengths, dtype="<u4"))
-        for units, lengths in connection.execute(_SEGMENTS_SQL)
-    ]
-    size = max((int(units.max()) for units, _ in parts if len(units)), default=0) + 1
-    table = np.zeros(size, dtype=np.int64)
-    for units, lengths in parts:
-        table[units] = lengths
-    return table
+def unit_lengths(connection: sqlite3.Connection) -> tuple[Ints, Ints]:
+    """Every unit's id and |D| (0 for a dead unit), segment by segment."""
+    ids, lengths = [], []
+    for units, sizes in connection.execute(_SEGMENTS_SQL):
+        ids.append(np.frombuffer(units, dtype="<i8").astype(np.int64))
+        lengths.append(np.frombuffer(sizes, dtype="<u4").astype(np.int64))
+    return _concatenated(ids), _concatenated(lengths)
+
+
+class SQLitePostings:
+    """The scorer's `PostingsSource` on one connection: token postings from the segments,
+    a phrase's term from FTS5 (the bm25 of a one-phrase query is exactly that term)."""
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+
+    def token_postings(self, tokens: Sequence[str]) -> dict[str, tuple[Ints, Ints]]:
+        """Per token found, (unit ids, F) over all segments."""
+        return read_postings(self.connection, tokens)
+
+    def phrase_scores(self, phrase: str) -> tuple[Ints, Floats]:
+        """(unit ids, c(phrase)) from FTS5."""
+        rows = self.connection.execute(_PHRASE_SCORES_SQL, (quote_term(phrase),)).fetchall()
+        units = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        values = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+        return units, values
 
 
 def read_postings(
@@ -293,21 +312,57 @@ def read_postings(
     wanted: dict[int, set[str]] = {}
     for token in tokens:
         wanted.setdefault(bucket_of(token), set()).add(token)
-    pieces: dict[str, tuple[list[Ints], list[Ints]]] = {}
+    pieces: dict[str, _Pieces] = {}
     rows = connection.execute(_POSTINGS_SQL, (json_list(sorted(wanted), "bucket"),))
     for bucket, base, gap_size, freq_size, names, counts, gaps, freqs in rows:
-        ends = np.frombuffer(counts, dtype="<u4").astype(np.int64).cumsum().tolist()
-        start = 0
-        for name, end in zip(names.split(TERM_SEPARATOR), ends, strict=True):
-            if name in wanted[bucket]:
-                units, weights = pieces.setdefault(name, ([], []))
-                units.append(decode(gaps, gap_size, start, end).cumsum() + base)
-                weights.append(decode(freqs, freq_size, start, end))
-            start = end
-    return {
-        term: (_concatenated(units), _concatenated(weights))
-        for term, (units, weights) in pieces.items()
-    }
+        terms = names.split(TERM_SEPARATOR)
+        ends: list[int] | None = None
+        for name in wanted[bucket].intersection(terms):
+            if ends is None:
+                ends = np.frombuffer(counts, dtype="<u4").cumsum(dtype=np.int64).tolist()
+            at = terms.index(name)
+            start, end = (ends[at - 1] if at else 0), ends[at]
+            found = pieces.setdefault(name, _Pieces())
+            found.add(base, gaps[gap_size * start : gap_size * end], gap_size, end - start)
+            found.add_freqs(freqs[freq_size * start : freq_size * end], freq_size)
+    return {term: found.arrays() for term, found in pieces.items()}
+
+
+class _Pieces:
+    """One token's encoded postings from each segment, decoded together at the end."""
+
+    def __init__(self) -> None:
+        self.gaps: dict[int, list[bytes]] = {}
+        self.bases: dict[int, list[tuple[int, int]]] = {}
+        self.freqs: dict[int, list[bytes]] = {}
+
+    def add(self, base: int, gaps: bytes, width: int, count: int) -> None:
+        """A segment's gaps of this token, its first unit id and posting count."""
+        self.gaps.setdefault(width, []).append(gaps)
+        self.bases.setdefault(width, []).append((base, count))
+
+    def add_freqs(self, freqs: bytes, width: int) -> None:
+        """A segment's F of this token (in the order of ``add``)."""
+        self.freqs.setdefault(width, []).append(freqs)
+
+    def arrays(self) -> tuple[Ints, Ints]:
+        """(unit ids, F): each segment's gaps summed from its base, one cumsum per width."""
+        units = [_runs_summed(b"".join(self.gaps[w]), w, self.bases[w]) for w in self.gaps]
+        freqs = [
+            np.frombuffer(b"".join(parts), dtype=f"<u{width}").astype(np.int64)
+            for width, parts in self.freqs.items()
+        ]
+        return _concatenated(units), _concatenated(freqs)
+
+
+def _runs_summed(column: bytes, width: int, runs: Sequence[tuple[int, int]]) -> Ints:
+    """Consecutive runs of gaps, each summed from its own base: the runs' unit ids."""
+    values = np.frombuffer(column, dtype=f"<u{width}").astype(np.int64)
+    bases, counts = np.array(runs, dtype=np.int64).reshape(-1, 2).T
+    total = values.cumsum()
+    before = np.r_[0, total[np.cumsum(counts)[:-1] - 1]] if len(total) else total
+    units: Ints = total - np.repeat(before - bases, counts)
+    return units
 
 
 def decode(column: bytes, width: int, start: int, end: int) -> Ints:
