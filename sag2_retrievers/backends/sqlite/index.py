@@ -43,6 +43,8 @@ from .postings import BatchPostings, PostingsCounter, SQLitePostings
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
+# Phrase document frequencies remembered per generation (each costs an FTS5 count).
+_PHRASE_DF_CACHE = 100_000
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -99,6 +101,7 @@ class SQLiteIndex:
         self._catalog: tuple[str, TitleCatalog] | None = None
         self._statistics: Statistics | None = None
         self._unit_count: tuple[str, int] | None = None
+        self._phrase_df: tuple[str, dict[str, int]] | None = None
         self._scorer = ArrayScorer()
         _probe_fts5()
         try:
@@ -434,12 +437,23 @@ class SQLiteIndex:
         """Body-level df: tokens from the df table kept at ingest, phrases by an FTS5 match."""
         unique = list(dict.fromkeys(terms))
         tokens = [t for t in unique if " " not in t]
-        phrases = [(t, body_expression(t)) for t in unique if " " in t]
         df = dict.fromkeys(unique, 0)
-        stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
-        df.update(stored.fetchall())
-        df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
+        with self.snapshot():
+            stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
+            df.update(stored.fetchall())
+            df.update(self._phrase_frequencies([t for t in unique if " " in t]))
         return {term: int(count) for term, count in df.items()}
+
+    def _phrase_frequencies(self, phrases: Sequence[str]) -> dict[str, int]:
+        """Body df of multiword phrases, each counted by FTS5 once per generation."""
+        generation = self._generation()
+        cached = self._phrase_df
+        if cached is None or cached[0] != generation or len(cached[1]) > _PHRASE_DF_CACHE:
+            cached = self._phrase_df = (generation, {})
+        known = cached[1]
+        missing = [(t, body_expression(t)) for t in phrases if t not in known]
+        known.update((t, int(n)) for t, n in self._compound(sql.MATCH_COUNT_SQL, missing))
+        return {t: known[t] for t in phrases}
 
     def _compound(
         self, statement: str, parameters: Sequence[Sequence[Any]]

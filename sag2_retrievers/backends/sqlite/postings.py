@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import sys
 import zlib
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -316,16 +318,24 @@ def read_postings(
     rows = connection.execute(_POSTINGS_SQL, (json_list(sorted(wanted), "bucket"),))
     for bucket, base, gap_size, freq_size, names, counts, gaps, freqs in rows:
         terms = names.split(TERM_SEPARATOR)
-        ends: list[int] | None = None
         for name in wanted[bucket].intersection(terms):
-            if ends is None:
-                ends = np.frombuffer(counts, dtype="<u4").cumsum(dtype=np.int64).tolist()
             at = terms.index(name)
-            start, end = (ends[at - 1] if at else 0), ends[at]
+            sizes = _counts(counts)
+            start = sum(sizes[:at])
+            end = start + sizes[at]
             found = pieces.setdefault(name, _Pieces())
             found.add(base, gaps[gap_size * start : gap_size * end], gap_size, end - start)
             found.add_freqs(freqs[freq_size * start : freq_size * end], freq_size)
     return {term: found.arrays() for term, found in pieces.items()}
+
+
+def _counts(blob: bytes) -> array[int]:
+    """A row's posting counts (little-endian u4) as a plain array, cheap to slice and sum."""
+    values = array("I")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 class _Pieces:
