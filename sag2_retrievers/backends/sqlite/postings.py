@@ -357,28 +357,25 @@ class _Pieces:
 
     def arrays(self) -> tuple[Ints, Ints]:
         """(unit ids, F): each segment's gaps summed from its base, one cumsum per width."""
-        units = [_runs_summed(b"".join(self.gaps[w]), w, self.bases[w]) for w in self.gaps]
-        freqs = [
-            np.frombuffer(b"".join(parts), dtype=f"<u{width}").astype(np.int64)
-            for width, parts in self.freqs.items()
-        ]
+        units = []
+        for width, parts in self.gaps.items():
+            bases, counts = np.array(self.bases[width], dtype=np.int64).reshape(-1, 2).T
+            units.append(runs_summed(decoded(b"".join(parts), width), bases, counts))
+        freqs = [decoded(b"".join(parts), width) for width, parts in self.freqs.items()]
         return _concatenated(units), _concatenated(freqs)
 
 
-def _runs_summed(column: bytes, width: int, runs: Sequence[tuple[int, int]]) -> Ints:
-    """Consecutive runs of gaps, each summed from its own base: the runs' unit ids."""
-    values = np.frombuffer(column, dtype=f"<u{width}").astype(np.int64)
-    bases, counts = np.array(runs, dtype=np.int64).reshape(-1, 2).T
-    total = values.cumsum()
+def runs_summed(gaps: Ints, bases: Ints, counts: Ints) -> Ints:
+    """Consecutive runs of gaps (``counts`` long), each summed from its own base: unit ids."""
+    total = gaps.cumsum()
     before = np.r_[0, total[np.cumsum(counts)[:-1] - 1]] if len(total) else total
     units: Ints = total - np.repeat(before - bases, counts)
     return units
 
 
-def decode(column: bytes, width: int, start: int, end: int) -> Ints:
-    """Entries ``start`` to ``end`` of an encoded column, as int64."""
-    values = np.frombuffer(column, dtype=f"<u{width}", count=end - start, offset=width * start)
-    return values.astype(np.int64)
+def decoded(column: bytes, width: int) -> Ints:
+    """A whole encoded column (little-endian unsigned of ``width`` bytes) as int64."""
+    return np.frombuffer(column, dtype=f"<u{width}").astype(np.int64)
 
 
 def _width(values: Ints) -> np.dtype[np.unsignedinteger]:
