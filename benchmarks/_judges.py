@@ -5,12 +5,14 @@
 scores are recorded once per corpus and question set into a file, then replayed by request
 digest, instantly; a request that was never recorded means the trajectory changed, which is
 an error. ``crc`` scores a passage by a checksum of its text: seeds are random passages, so
-its times are only a lower bound.
+its times are only a lower bound. Each is wrapped in `CpuMetered`, so a benchmark can take
+the judge's CPU time out of the process's (all three score synchronously, in one thread).
 """
 
 from __future__ import annotations
 
 import json
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -80,6 +82,29 @@ class ReplayJudge(Judge):
         return [self.recorded[key] for key in keys]
 
 
+class CpuMetered(Judge):
+    """A synchronous judge, with the CPU seconds spent inside it added up."""
+
+    def __init__(self, inner: Judge) -> None:
+        super().__init__()
+        self.inner = inner
+        self.scores_whole_request = inner.scores_whole_request
+        self.cpu_seconds = 0.0
+
+    @property
+    def identity(self) -> str:
+        """The inner judge's identity."""
+        return self.inner.identity
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        """The inner judge's scores, its thread CPU time counted."""
+        started = time.thread_time()
+        try:
+            return await self.inner.score(request)
+        finally:
+            self.cpu_seconds += time.thread_time() - started
+
+
 def replay_judge(make_engine: EngineFactory, questions: Sequence[str], path: Path) -> ReplayJudge:
     """The replay judge of a corpus: read from ``path``, or recorded there first."""
     if not path.exists():
@@ -96,12 +121,12 @@ def replay_judge(make_engine: EngineFactory, questions: Sequence[str], path: Pat
 
 def bench_judge(
     name: str, make_engine: EngineFactory, questions: Sequence[str], recording: Path
-) -> Judge:
-    """The judge called ``name`` (one of ``JUDGES``); ``recording`` is replay's file."""
+) -> CpuMetered:
+    """The judge called ``name`` (one of ``JUDGES``), metered; ``recording`` is replay's file."""
     if name == "overlap":
-        return OverlapJudge()
+        return CpuMetered(OverlapJudge())
     if name == "replay":
-        return replay_judge(make_engine, questions, recording)
+        return CpuMetered(replay_judge(make_engine, questions, recording))
     if name == "crc":
-        return ScriptedJudge(instant_score, name="crc")
+        return CpuMetered(ScriptedJudge(instant_score, name="crc"))
     raise ValueError(f"unknown judge {name!r}; choose one of {', '.join(JUDGES)}")

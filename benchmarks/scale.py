@@ -140,25 +140,28 @@ def file_bytes(path: Path) -> int:
 
 def local_times(
     path: Path, questions: Sequence[str], judge: str, recording: Path
-) -> tuple[list[float], Rankings]:
-    """Per-question local seconds (wall minus judge) of SAG2 with an instant judge, and
-    each question's final ranking."""
+) -> tuple[list[float], list[float], Rankings]:
+    """Per-question local seconds of SAG2 with an instant judge, as wall time minus judge
+    time and as the process's CPU time minus the judge's, and each final ranking."""
     with SQLiteIndex(path) as index:
 
         def make_engine(inner: Judge) -> SAG2Engine:
             return SAG2Engine(index, inner)
 
-        engine = make_engine(bench_judge(judge, make_engine, questions, recording))
+        metered = bench_judge(judge, make_engine, questions, recording)
+        engine = make_engine(metered)
         engine.retrieve(questions[0])  # warm the page cache and the loop thread
-        local, rankings = [], {}
+        local, cpu, rankings = [], [], {}
         for question in questions:
+            judged, cpu_started = metered.cpu_seconds, time.process_time()
             started = time.perf_counter()
             result = engine.retrieve(question, 10)
             wall = time.perf_counter() - started
             local.append(wall - sum(r.judge_seconds for r in result.trace))
+            cpu.append(time.process_time() - cpu_started - (metered.cpu_seconds - judged))
             rankings[question] = [(u.unit_id, u.score) for u in result.units]
         engine.close()
-    return local, rankings
+    return local, cpu, rankings
 
 
 def compare_rankings(rankings: Rankings, path: Path) -> str:
@@ -171,6 +174,12 @@ def compare_rankings(rankings: Rankings, path: Path) -> str:
     }
     differing = sum(recorded.get(q) != ranked for q, ranked in rankings.items())
     return f"rankings vs {path}: {differing} of {len(rankings)} questions differ"
+
+
+def _median_p95(seconds: list[float]) -> str:
+    """Median and 95th percentile, in milliseconds."""
+    ms = sorted(1000 * x for x in seconds)
+    return f"{statistics.median(ms):.1f} / {ms[int(0.95 * (len(ms) - 1))]:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,17 +214,15 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         recording = args.workdir / f"replay-{size}-{len(questions)}.json"
-        local, rankings = local_times(path, questions, args.judge, recording)
+        local, cpu, rankings = local_times(path, questions, args.judge, recording)
         if args.rankings is not None:
-            print(
-                compare_rankings(rankings, args.rankings.with_suffix(f".{args.judge}.{size}.json"))
-            )
-        local_ms = sorted(1000 * x for x in local)
-        p95 = local_ms[int(0.95 * (len(local_ms) - 1))]
-        rows.append(
-            f"| {size:,} | {len(questions)} | {statistics.median(local_ms):.1f} | {p95:.1f} |"
-        )
-    print("\n| passages | questions | local ms median | local ms p95 |\n|---:|---:|---:|---:|")
+            target = args.rankings.with_suffix(f".{args.judge}.{size}.json")
+            print(compare_rankings(rankings, target))
+        rows.append(f"| {size:,} | {len(questions)} | {_median_p95(local)} | {_median_p95(cpu)} |")
+    print(
+        "\n| passages | questions | local ms median / p95 | local CPU ms median / p95 |\n"
+        "|---:|---:|---:|---:|"
+    )
     print("\n".join(rows))
     return 0
 

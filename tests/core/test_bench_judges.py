@@ -51,7 +51,7 @@ def test_replay_gives_the_pool_judges_rankings_and_refuses_another_trajectory(
 
     recording = tmp_path / "replay.json"
     replay = judges.bench_judge("replay", make_engine, QUESTIONS, recording)
-    assert recording.exists() and replay.recorded
+    assert recording.exists() and replay.inner.recorded
     assert _rankings(index, replay, QUESTIONS) == _rankings(index, PoolJudge(), QUESTIONS)
     with pytest.raises(LookupError, match="never recorded"):
         _rankings(index, replay, ["Which composer wrote a requiem for the dead?"])
