@@ -323,9 +323,13 @@ def read_postings(
             sizes = _counts(counts)
             start = sum(sizes[:at])
             end = start + sizes[at]
-            found = pieces.setdefault(name, _Pieces())
-            found.add(base, gaps[gap_size * start : gap_size * end], gap_size, end - start)
-            found.add_freqs(freqs[freq_size * start : freq_size * end], freq_size)
+            pieces.setdefault(name, _Pieces()).add(
+                base,
+                end - start,
+                gaps[gap_size * start : gap_size * end],
+                freqs[freq_size * start : freq_size * end],
+                (gap_size, freq_size),
+            )
     return {term: found.arrays() for term, found in pieces.items()}
 
 
@@ -339,29 +343,28 @@ def _counts(blob: bytes) -> array[int]:
 
 
 class _Pieces:
-    """One token's encoded postings from each segment, decoded together at the end."""
+    """One token's encoded postings from each segment, decoded together at the end: one
+    pass per pair of column widths, so units and F stay in the same order."""
 
     def __init__(self) -> None:
-        self.gaps: dict[int, list[bytes]] = {}
-        self.bases: dict[int, list[tuple[int, int]]] = {}
-        self.freqs: dict[int, list[bytes]] = {}
+        self.parts: dict[tuple[int, int], tuple[list[bytes], list[bytes], list[int]]] = {}
 
-    def add(self, base: int, gaps: bytes, width: int, count: int) -> None:
-        """A segment's gaps of this token, its first unit id and posting count."""
-        self.gaps.setdefault(width, []).append(gaps)
-        self.bases.setdefault(width, []).append((base, count))
-
-    def add_freqs(self, freqs: bytes, width: int) -> None:
-        """A segment's F of this token (in the order of ``add``)."""
-        self.freqs.setdefault(width, []).append(freqs)
+    def add(
+        self, base: int, count: int, gaps: bytes, freqs: bytes, widths: tuple[int, int]
+    ) -> None:
+        """A segment's postings of this token: first unit id, count, both columns' bytes."""
+        gap_parts, freq_parts, runs = self.parts.setdefault(widths, ([], [], []))
+        gap_parts.append(gaps)
+        freq_parts.append(freqs)
+        runs.extend((base, count))
 
     def arrays(self) -> tuple[Ints, Ints]:
-        """(unit ids, F): each segment's gaps summed from its base, one cumsum per width."""
-        units = []
-        for width, parts in self.gaps.items():
-            bases, counts = np.array(self.bases[width], dtype=np.int64).reshape(-1, 2).T
-            units.append(runs_summed(decoded(b"".join(parts), width), bases, counts))
-        freqs = [decoded(b"".join(parts), width) for width, parts in self.freqs.items()]
+        """(unit ids, F): each segment's gaps summed from its base."""
+        units, freqs = [], []
+        for (gap_width, freq_width), (gap_parts, freq_parts, runs) in self.parts.items():
+            bases, counts = np.array(runs, dtype=np.int64).reshape(-1, 2).T
+            units.append(runs_summed(decoded(b"".join(gap_parts), gap_width), bases, counts))
+            freqs.append(decoded(b"".join(freq_parts), freq_width))
         return _concatenated(units), _concatenated(freqs)
 
 
