@@ -31,12 +31,13 @@ def _churned(path: Path) -> SQLiteIndex:
     return index
 
 
-def _peak_bytes(step: Callable[[], object]) -> int:
-    """The most memory Python and numpy held at once during ``step``."""
+def _memory(step: Callable[[], object]) -> tuple[int, int]:
+    """The memory Python and numpy still hold after ``step`` (its result dropped), and the
+    most they held at once during it."""
     tracemalloc.start()
     try:
         step()
-        return tracemalloc.get_traced_memory()[1]
+        return tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
 
@@ -54,9 +55,12 @@ def test_question_arrays_are_sized_by_live_units_after_churn(tmp_path: Path) -> 
         expanded = churned.expand(["ostrel", "varna"], terms, set(), 5)
         return ranked, expanded, churned.score_units(terms, kept_ids)
 
-    question()  # the statistics of this generation are read once, outside the measure
-    # Dense arrays over 20,000 ids would take 160 KB each; the live units need a few bytes.
-    assert _peak_bytes(question) < 64_000
+    # Arrays over 20,000 ids would take 160 KB each; the live units need a few bytes. The
+    # first question also reads this generation's statistics, which the index keeps.
+    kept, _ = _memory(question)
+    assert kept < 64_000
+    _, peak = _memory(question)
+    assert peak < 64_000
 
     fresh_scores = [score for _, score in fresh.rank_expression(terms, 10)]
     assert [score for _, score in churned.rank_expression(terms, 10)] == fresh_scores

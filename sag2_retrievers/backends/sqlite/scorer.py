@@ -35,6 +35,8 @@ CACHE_POSTINGS = 4_000_000  # cached (unit, contribution) pairs, about 64 MB
 # Dense score arrays kept for reuse: a question's terms are scored by search, then by pool
 # scoring, then as the prefix of each expansion's scoring terms.
 CACHE_DENSE = 4
+# Past this many ids written per live unit (long churn), no id -> slot table is kept.
+SPARSE_IDS = 4
 
 
 class PostingsSource(Protocol):
@@ -50,31 +52,44 @@ class PostingsSource(Protocol):
 @dataclass(frozen=True)
 class Statistics:
     """What bm25 needs of the whole index at one generation: N, avgdl and the live units'
-    ids (ascending) with their |D| > 0, and ``slots``: each id's slot, -1 for none."""
+    ids (ascending) with their |D| > 0; ``slots`` maps an id to its slot (-1 for none), or
+    is None when ids are too sparse for a table (then ids are found by binary search)."""
 
     generation: str
     rows: int
     avgdl: float
     ids: Ints
     lengths: Ints
-    slots: npt.NDArray[np.int32]
+    slots: Ints | None
 
     @classmethod
     def of_units(cls, generation: str, rows: int, ids: Ints, lengths: Ints) -> Statistics:
         """Statistics from every unit's (id, |D|), N counted by the backend; |D| = 0 is dead."""
+        top = int(ids.max()) + 1 if len(ids) else 0
         live = lengths > 0
         ids, lengths = ids[live], lengths[live]
         order = np.argsort(ids, kind="stable")
         ids, lengths = ids[order], lengths[order]
-        slots = np.full(int(ids[-1]) + 1 if len(ids) else 0, -1, dtype=np.int32)
-        slots[ids] = np.arange(len(ids), dtype=np.int32)
+        slots = None
+        if top <= SPARSE_IDS * max(len(ids), 1):
+            # Every id written has a place, dead ones too, so postings need no bounds check.
+            slots = np.full(top, -1, dtype=np.int64)
+            slots[ids] = np.arange(len(ids), dtype=np.int64)
         return cls(generation, rows, int(lengths.sum()) / max(rows, 1), ids, lengths, slots)
 
     def slots_of(self, unit_ids: Ints) -> Ints:
         """Each id's slot, -1 for an id that is dead or was never used."""
-        inside = (unit_ids >= 0) & (unit_ids < len(self.slots))
+        if self.slots is None:
+            found = np.searchsorted(self.ids, unit_ids).clip(max=max(len(self.ids) - 1, 0))
+            hit = self.ids[found] == unit_ids if len(self.ids) else np.zeros(len(unit_ids), bool)
+            return np.where(hit, found, -1)
+        table = self.slots
+        if len(unit_ids) and unit_ids.min() >= 0 and unit_ids.max() < len(table):
+            inside: Ints = table[unit_ids]
+            return inside
+        within = (unit_ids >= 0) & (unit_ids < len(table))
         found = np.full(len(unit_ids), -1, dtype=np.int64)
-        found[inside] = self.slots[unit_ids[inside]]
+        found[within] = table[unit_ids[within]]
         return found
 
 
