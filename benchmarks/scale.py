@@ -8,12 +8,15 @@ Each corpus (the two shared MuSiQue corpora topped up with synthetic passages dr
 their sentences, generated here by ``corpus_batches``) is built once into ``--workdir`` and
 reused by later runs (``--questions-only`` skips building), so the local-time part can be run
 again on another commit against the very same files. Local time is wall time minus judge time
-with an instant judge, over the KAG dev questions.
+over the KAG dev questions, with the instant judge ``--judge`` names (`_judges.py`; replay's
+recording is kept in ``--workdir`` too). ``--rankings FILE`` writes every question's final
+unit ranking, or, when FILE exists, counts the questions whose ranking differs from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sqlite3
@@ -21,26 +24,22 @@ import statistics
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import date
 from pathlib import Path
 
 from _common import KAG_QUESTIONS, TRAIN_CORPUS, git_revision, machine, stopwatch
+from _judges import JUDGES, bench_judge
 
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import Passage, load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import unique_passages
-from sag2_retrievers.judges.base import JudgeRequest
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.base import Judge
 
 BATCH = 5_000
-
-
-def instant_score(_: JudgeRequest, candidate: object) -> float:
-    """A constant-time pseudo-score so judge time is negligible."""
-    return zlib.crc32(getattr(candidate, "text", "").encode()) / 2**32
+# Per question: its final ranking as (unit id, score) pairs.
+Rankings = dict[str, list[tuple[int, float]]]
 
 
 def corpus_batches(size: int, seed: int = 20261130) -> Iterator[list[Passage]]:
@@ -139,19 +138,48 @@ def file_bytes(path: Path) -> int:
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
-def local_times(path: Path, questions: Sequence[str]) -> list[float]:
-    """Per-question local seconds (wall minus judge) of SAG2 with an instant judge."""
+def local_times(
+    path: Path, questions: Sequence[str], judge: str, recording: Path
+) -> tuple[list[float], list[float], Rankings]:
+    """Per-question local seconds of SAG2 with an instant judge, as wall time minus judge
+    time and as the process's CPU time minus the judge's, and each final ranking."""
     with SQLiteIndex(path) as index:
-        engine = SAG2Engine(index, ScriptedJudge(instant_score))
+
+        def make_engine(inner: Judge) -> SAG2Engine:
+            return SAG2Engine(index, inner)
+
+        metered = bench_judge(judge, make_engine, questions, recording)
+        engine = make_engine(metered)
         engine.retrieve(questions[0])  # warm the page cache and the loop thread
-        local = []
+        local, cpu, rankings = [], [], {}
         for question in questions:
+            judged, cpu_started = metered.cpu_seconds, time.process_time()
             started = time.perf_counter()
             result = engine.retrieve(question, 10)
             wall = time.perf_counter() - started
             local.append(wall - sum(r.judge_seconds for r in result.trace))
+            cpu.append(time.process_time() - cpu_started - (metered.cpu_seconds - judged))
+            rankings[question] = [(u.unit_id, u.score) for u in result.units]
         engine.close()
-    return local
+    return local, cpu, rankings
+
+
+def compare_rankings(rankings: Rankings, path: Path) -> str:
+    """Write the rankings to a new file, or count the questions that differ from it."""
+    if not path.exists():
+        path.write_text(json.dumps(rankings))
+        return f"rankings written to {path}"
+    recorded = {
+        q: [tuple(pair) for pair in ranked] for q, ranked in json.loads(path.read_text()).items()
+    }
+    differing = sum(recorded.get(q) != ranked for q, ranked in rankings.items())
+    return f"rankings vs {path}: {differing} of {len(rankings)} questions differ"
+
+
+def _median_p95(seconds: list[float]) -> str:
+    """Median and 95th percentile, in milliseconds."""
+    ms = sorted(1000 * x for x in seconds)
+    return f"{statistics.median(ms):.1f} / {ms[int(0.95 * (len(ms) - 1))]:.1f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,10 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--questions", type=int, default=100)
     parser.add_argument("--questions-only", action="store_true")
+    parser.add_argument("--judge", choices=JUDGES, default="overlap")
+    parser.add_argument("--rankings", type=Path, help="write, or compare with, final rankings")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     questions = [q.question for q in load_questions(KAG_QUESTIONS)][: args.questions]
-    print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
+    print(f"Run {date.today()} on {machine()}, commit {git_revision()}, judge {args.judge}.\n")
     if not args.questions_only:
         print(
             "| passages | build s | bare FTS5 s | ratio | peak RSS MiB | DB MiB | raw MiB "
@@ -183,12 +213,16 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {file_bytes(path) / raw:.2f}x |",
                 flush=True,
             )
-        local_ms = sorted(1000 * x for x in local_times(path, questions))
-        p95 = local_ms[int(0.95 * (len(local_ms) - 1))]
-        rows.append(
-            f"| {size:,} | {len(questions)} | {statistics.median(local_ms):.1f} | {p95:.1f} |"
-        )
-    print("\n| passages | questions | local ms median | local ms p95 |\n|---:|---:|---:|---:|")
+        recording = args.workdir / f"replay-{size}-{len(questions)}.json"
+        local, cpu, rankings = local_times(path, questions, args.judge, recording)
+        if args.rankings is not None:
+            target = args.rankings.with_suffix(f".{args.judge}.{size}.json")
+            print(compare_rankings(rankings, target))
+        rows.append(f"| {size:,} | {len(questions)} | {_median_p95(local)} | {_median_p95(cpu)} |")
+    print(
+        "\n| passages | questions | local ms median / p95 | local CPU ms median / p95 |\n"
+        "|---:|---:|---:|---:|"
+    )
     print("\n".join(rows))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -38,6 +39,9 @@ class TermIndex(Protocol):
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""
         ...
+
+
+PHRASE_BATCH = 8  # phrases whose df is counted per round trip in `select_terms`
 
 
 @dataclass(frozen=True)
@@ -149,9 +153,10 @@ def select_terms(
 
     Token df comes from one table lookup. Phrase df needs an FTS5 query each, so a phrase is
     looked up only if it could still enter the top ``limit``: its priority cannot exceed its
-    base times the idf of df = 1 (it occurs in its seed), so phrases below the cut-off that
-    the tokens already set are skipped without changing the result. ``n_units`` (N) may be
-    passed by a caller that already counted the units.
+    base times the idf of df = 1 (it occurs in its seed). Phrases are looked up a few at a
+    time, highest ceiling first, and the cut-off (the ``limit``-th priority so far) only
+    rises, so the phrases left once it passes their ceiling are skipped without changing the
+    result. ``n_units`` (N) may be passed by a caller that already counted the units.
     """
     n_units = index.unit_count() if n_units is None else n_units
     candidates = candidate_terms(seeds, question_tokens)
@@ -160,13 +165,23 @@ def select_terms(
     question_idf = {q: idf(df.get(q, 0), n_units) for q in question_tokens}
     bases = term_bases(seeds, question_tokens, question_idf)
     priorities = {t: bases[t] * idf(df[t], n_units) for t in tokens if df.get(t, 0) > 0}
-    ranked = sorted(priorities.values(), reverse=True)
-    cutoff = ranked[limit - 1] if len(ranked) >= limit else 0.0
     ceiling = idf(1, n_units)
-    phrases = [t for t in candidates if " " in t and bases[t] * ceiling >= cutoff]
-    phrase_df = index.document_frequencies(phrases) if phrases else {}
-    priorities.update({t: bases[t] * idf(n, n_units) for t, n in phrase_df.items() if n > 0})
+    phrases = sorted((t for t in candidates if " " in t), key=lambda t: -bases[t])
+    for start in range(0, len(phrases), PHRASE_BATCH):
+        cutoff = _cutoff(priorities, limit)
+        batch = [t for t in phrases[start : start + PHRASE_BATCH] if bases[t] * ceiling >= cutoff]
+        if not batch:
+            break
+        phrase_df = index.document_frequencies(batch)
+        priorities.update({t: bases[t] * idf(n, n_units) for t, n in phrase_df.items() if n > 0})
     return top_terms(priorities, limit)
+
+
+def _cutoff(priorities: Mapping[str, float], limit: int) -> float:
+    """The ``limit``-th highest priority, or 0.0 while there are fewer."""
+    if len(priorities) < limit:
+        return 0.0
+    return heapq.nlargest(limit, priorities.values())[-1]
 
 
 def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:

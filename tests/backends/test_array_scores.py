@@ -161,3 +161,21 @@ def test_merged_segments_score_as_before_and_drop_deleted_units(
         assert len(segments) <= 3
         assert all(0 not in memoryview(lengths).cast("I") for _, lengths in segments)
         _assert_same_as_fts5(index)
+
+
+def test_segments_of_different_column_widths_read_together_keep_each_units_frequency(
+    tmp_path: Path,
+) -> None:
+    """One token's postings from segments whose gap and F columns have different widths
+    (u1 / u2) are decoded in groups; each unit must keep its own F, as FTS5 scores it."""
+    loud = Document("loud", " ".join(["ferry"] * 300) + " to Varna", "Loud")  # F > 255
+    small = [Document(f"s{n}", f"A ferry sails {n} times.", "Small") for n in range(9)]
+    large = [Document(f"l{n}", f"The ferry number {n} docks.", "Large") for n in range(300)]
+    large[-1] = Document("l-rare", "A ferry to Ostrel, rarely.", "Large")  # gaps > 255
+    tail = [Document(f"t{n}", f"Ferry {n}, the ferry, leaves.", "Tail") for n in range(10)]
+    with SQLiteIndex(tmp_path / "widths.db") as index:
+        for batch in ([loud, *small], large, tail):
+            index.add_documents(batch, parallel=False)
+        expected = _fts5_ranking(index.path, ["ferry"], 1000)
+        assert index.rank_expression(["ferry"], 1000) == expected
+        assert expected[0][0] == index.rank_expression(["ferry", "varna"], 1)[0][0]

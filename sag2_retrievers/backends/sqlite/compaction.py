@@ -9,6 +9,8 @@ about log_FAN_IN(N / batch) times over an index's life.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,7 +20,8 @@ from .postings import (
     Ints,
     UnitPostings,
     bucket_array,
-    decode,
+    decoded,
+    runs_summed,
     write_segment,
 )
 
@@ -61,68 +64,74 @@ def optimize(connection: sqlite3.Connection) -> None:
 
 def merge(connection: sqlite3.Connection, segments: list[int]) -> None:
     """Replace the given segments by one holding their live units' postings."""
-    names: list[str] = []
-    units: list[Ints] = []
-    freqs: list[Ints] = []
-    live_ids: list[Ints] = []
-    live_lengths: list[Ints] = []
+    parts = [_read_segment(connection, segment) for segment in segments]
     for segment in segments:
-        ids, lengths = _read_segment(connection, segment, names, units, freqs)
-        live_ids.append(ids[lengths > 0])
-        live_lengths.append(lengths[lengths > 0])
         start = segment * BUCKETS
         connection.execute(_DROP_ROWS_SQL, (start, start + BUCKETS))
         connection.execute(_DROP_SEGMENT_SQL, (segment,))
-    merged_ids = np.concatenate(live_ids)
-    order = np.argsort(merged_ids)
-    merged_ids, lengths = merged_ids[order], np.concatenate(live_lengths)[order]
-    postings = _live_postings(names, units, freqs, merged_ids, lengths)
+    ids = np.concatenate([part.ids[part.lengths > 0] for part in parts])
+    lengths = np.concatenate([part.lengths[part.lengths > 0] for part in parts])
+    order = np.argsort(ids)
+    merged_ids, lengths = ids[order], lengths[order]
+    postings = _live_postings(parts, merged_ids, lengths)
     write_segment(connection, postings, merged_ids.tolist())
 
 
-def _read_segment(
-    connection: sqlite3.Connection,
-    segment: int,
-    names: list[str],
-    units: list[Ints],
-    freqs: list[Ints],
-) -> tuple[Ints, Ints]:
-    """Append every term occurrence of one segment to the lists; its (unit ids, |D|)."""
+@dataclass(frozen=True)
+class _Segment:
+    """One segment decoded: each term occurrence's name and posting count, then every
+    posting's unit id and F in that order, and the segment's units with their |D|."""
+
+    names: list[str]
+    counts: Ints
+    units: Ints
+    freqs: Ints
+    ids: Ints
+    lengths: Ints
+
+
+def _read_segment(connection: sqlite3.Connection, segment: int) -> _Segment:
+    """Every term occurrence of one segment, decoded with one pass per column."""
     base, gap_size, freq_size, ids, lengths = connection.execute(
         _SEGMENT_SQL, (segment,)
     ).fetchone()
     start = segment * BUCKETS
-    for terms, counts, gaps, weights in connection.execute(_ROWS_SQL, (start, start + BUCKETS)):
-        for name, (low, high) in zip(terms.split(TERM_SEPARATOR), _spans(counts), strict=True):
-            names.append(name)
-            units.append(decode(gaps, gap_size, low, high).cumsum() + base)
-            freqs.append(decode(weights, freq_size, low, high))
-    return (
-        np.frombuffer(ids, dtype="<i8").astype(np.int64),
-        np.frombuffer(lengths, dtype="<u4").astype(np.int64),
+    names: list[str] = []
+    counts, gaps, freqs = [], [], []
+    for terms, sizes, gap_bytes, freq_bytes in connection.execute(
+        _ROWS_SQL, (start, start + BUCKETS)
+    ):
+        names.extend(terms.split(TERM_SEPARATOR))
+        counts.append(sizes)
+        gaps.append(gap_bytes)
+        freqs.append(freq_bytes)
+    sizes = decoded(b"".join(counts), 4)
+    bases = np.full(len(sizes), base, dtype=np.int64)
+    return _Segment(
+        names,
+        sizes,
+        runs_summed(decoded(b"".join(gaps), gap_size), bases, sizes),
+        decoded(b"".join(freqs), freq_size),
+        decoded(ids, 8),
+        decoded(lengths, 4),
     )
 
 
-def _spans(counts: bytes) -> list[tuple[int, int]]:
-    """(start, end) of each term's postings in a row, from its posting counts."""
-    ends = np.frombuffer(counts, dtype="<u4").astype(np.int64).cumsum().tolist()
-    return list(zip([0, *ends[:-1]], ends, strict=True))
-
-
-def _live_postings(
-    names: list[str], units: list[Ints], freqs: list[Ints], ids: Ints, lengths: Ints
-) -> UnitPostings:
-    """The term occurrences as one run over ``ids`` (sorted live units), dead units dropped."""
-    vocabulary, inverse = np.unique(np.array(names, dtype=str), return_inverse=True)
-    sizes = np.array([len(part) for part in units], dtype=np.int64)
-    term_ids = np.repeat(inverse.astype(np.int64), sizes)
-    all_units = np.concatenate(units) if units else np.zeros(0, dtype=np.int64)
-    all_freqs = np.concatenate(freqs) if freqs else np.zeros(0, dtype=np.int64)
+def _live_postings(parts: Sequence[_Segment], ids: Ints, lengths: Ints) -> UnitPostings:
+    """The segments' term occurrences as one run over ``ids`` (sorted live units), dead
+    units dropped; the vocabulary in code-point order."""
+    names = [name for part in parts for name in part.names]
+    terms = sorted(set(names))
+    number = {term: n for n, term in enumerate(terms)}
+    occurrences = np.fromiter(map(number.__getitem__, names), dtype=np.int64, count=len(names))
+    sizes = np.concatenate([part.counts for part in parts])
+    term_ids = np.repeat(occurrences, sizes)
+    all_units = np.concatenate([part.units for part in parts])
+    all_freqs = np.concatenate([part.freqs for part in parts])
     positions = np.searchsorted(ids, all_units)
     inside = positions < len(ids)
     live = np.zeros(len(all_units), dtype=bool)
     live[inside] = ids[positions[inside]] == all_units[inside]
-    terms = vocabulary.tolist()
     return UnitPostings(
         terms,
         bucket_array(terms),

@@ -38,7 +38,7 @@ from . import compaction, deletion, postings
 from . import schema as sql
 from .filters import NO_FILTER, filter_sql
 from .fts import body_expression, or_expression, quote_term
-from .postings import BatchPostings, PostingsCounter
+from .postings import BatchPostings, PostingsCounter, SQLitePostings
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
@@ -46,6 +46,8 @@ _COMPOUND_LIMIT = 400
 # reads the whole text for each unit it cuts.
 _CUT_IN_SQL_UNITS = 8
 _MAX_PARAMETERS = 32_000  # SQLite's smallest default limit on bound parameters is 32,766
+# Phrase document frequencies remembered per generation (each costs an FTS5 count).
+_PHRASE_DF_CACHE = 100_000
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -103,6 +105,7 @@ class SQLiteIndex:
         self._word_df: tuple[str, int, Counter[str]] | None = None
         self._statistics: Statistics | None = None
         self._unit_count: tuple[str, int] | None = None
+        self._phrase_df: tuple[str, dict[str, int]] | None = None
         self._scorer = ArrayScorer()
         _probe_fts5()
         try:
@@ -385,7 +388,8 @@ class SQLiteIndex:
             return []
         if conditions == NO_FILTER:
             with self.snapshot():
-                return self._scorer.search(self._connection(), self._stats(), terms, limit)
+                source = SQLitePostings(self._connection())
+                return self._scorer.search(source, self._stats(), terms, limit)
         statement = sql.SEARCH_FILTERED_SQL.format(conditions=conditions)
         params = (expression, *values, limit)
         rows = self._connection().execute(statement, params)
@@ -398,8 +402,8 @@ class SQLiteIndex:
         if not phrases or not unit_ids:
             return {}
         with self.snapshot():
-            connection = self._connection()
-            return self._scorer.score_units(connection, self._stats(), phrases, unit_ids)
+            source = SQLitePostings(self._connection())
+            return self._scorer.score_units(source, self._stats(), phrases, unit_ids)
 
     def _stats(self) -> Statistics:
         """N, avgdl and every unit's |D| at this generation (read once per generation).
@@ -409,9 +413,8 @@ class SQLiteIndex:
         generation = self._generation()
         stats = self._statistics
         if stats is None or stats.generation != generation:
-            rows = self.unit_count()
-            lengths = postings.unit_lengths(self._connection())
-            stats = Statistics(generation, rows, int(lengths.sum()) / max(rows, 1), lengths)
+            ids, lengths = postings.unit_lengths(self._connection())
+            stats = Statistics.of_units(generation, self.unit_count(), ids, lengths)
             self._statistics = stats
         return stats
 
@@ -444,7 +447,7 @@ class SQLiteIndex:
         if conditions == NO_FILTER:
             with self.snapshot():
                 return self._scorer.expand(
-                    connection, self._stats(), terms, scoring_terms, exclude, limit
+                    SQLitePostings(connection), self._stats(), terms, scoring_terms, exclude, limit
                 )
         statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
         scoring = " OR ".join(quote_term(term) for term in scoring_terms)
@@ -477,12 +480,23 @@ class SQLiteIndex:
         """Body-level df: tokens from the df table kept at ingest, phrases by an FTS5 match."""
         unique = list(dict.fromkeys(terms))
         tokens = [t for t in unique if " " not in t]
-        phrases = [(t, body_expression(t)) for t in unique if " " in t]
         df = dict.fromkeys(unique, 0)
-        stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
-        df.update(stored.fetchall())
-        df.update(self._compound(sql.MATCH_COUNT_SQL, phrases))
+        with self.snapshot():
+            stored = self._connection().execute(sql.TOKEN_DF_SQL, (json_list(tokens, "term"),))
+            df.update(stored.fetchall())
+            df.update(self._phrase_frequencies([t for t in unique if " " in t]))
         return {term: int(count) for term, count in df.items()}
+
+    def _phrase_frequencies(self, phrases: Sequence[str]) -> dict[str, int]:
+        """Body df of multiword phrases, each counted by FTS5 once per generation."""
+        generation = self._generation()
+        cached = self._phrase_df
+        if cached is None or cached[0] != generation or len(cached[1]) > _PHRASE_DF_CACHE:
+            cached = self._phrase_df = (generation, {})
+        known = cached[1]
+        missing = [(t, body_expression(t)) for t in phrases if t not in known]
+        known.update((t, int(n)) for t, n in self._compound(sql.MATCH_COUNT_SQL, missing))
+        return {t: known[t] for t in phrases}
 
     def _compound(
         self, statement: str, parameters: Sequence[Sequence[Any]]

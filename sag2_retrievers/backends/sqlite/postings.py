@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
+import sys
 import zlib
+from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,8 +24,11 @@ import numpy.typing as npt
 
 from ..._sqlite import json_list
 from ..ingest import PreparedUnit
+from .fts import quote_term
+from .schema import BM25_SCORE
 
 Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 
 TABLES = (
     """CREATE TABLE IF NOT EXISTS segments(
@@ -52,6 +57,7 @@ _SEGMENTS_SQL = "SELECT units, lengths FROM segments"
 _OVERLAPPING_SQL = (
     "SELECT segment, units, lengths FROM segments WHERE max_unit >= ? AND min_unit <= ?"
 )
+_PHRASE_SCORES_SQL = f"SELECT rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
 _SET_LENGTHS_SQL = "UPDATE segments SET lengths = ? WHERE segment = ?"
 # A bucket is read by one rowid seek per segment.
 _POSTINGS_SQL = f"""
@@ -272,17 +278,32 @@ def mark_deleted(connection: sqlite3.Connection, unit_ids: Sequence[int]) -> Non
             connection.execute(_SET_LENGTHS_SQL, (kept.tobytes(), segment))
 
 
-def unit_lengths(connection: sqlite3.Connection) -> Ints:
-    """|D| of every unit by id (0 for ids that are dead or were never used)."""
-    parts = [
-        (np.frombuffer(units, dtype="<i8"), np.frombuffer(lengths, dtype="<u4"))
-        for units, lengths in connection.execute(_SEGMENTS_SQL)
-    ]
-    size = max((int(units.max()) for units, _ in parts if len(units)), default=0) + 1
-    table = np.zeros(size, dtype=np.int64)
-    for units, lengths in parts:
-        table[units] = lengths
-    return table
+def unit_lengths(connection: sqlite3.Connection) -> tuple[Ints, Ints]:
+    """Every unit's id and |D| (0 for a dead unit), segment by segment."""
+    ids, lengths = [], []
+    for units, sizes in connection.execute(_SEGMENTS_SQL):
+        ids.append(np.frombuffer(units, dtype="<i8").astype(np.int64))
+        lengths.append(np.frombuffer(sizes, dtype="<u4").astype(np.int64))
+    return _concatenated(ids), _concatenated(lengths)
+
+
+class SQLitePostings:
+    """The scorer's `PostingsSource` on one connection: token postings from the segments,
+    a phrase's term from FTS5 (the bm25 of a one-phrase query is exactly that term)."""
+
+    def __init__(self, connection: sqlite3.Connection):
+        self.connection = connection
+
+    def token_postings(self, tokens: Sequence[str]) -> dict[str, tuple[Ints, Ints]]:
+        """Per token found, (unit ids, F) over all segments."""
+        return read_postings(self.connection, tokens)
+
+    def phrase_scores(self, phrase: str) -> tuple[Ints, Floats]:
+        """(unit ids, c(phrase)) from FTS5."""
+        rows = self.connection.execute(_PHRASE_SCORES_SQL, (quote_term(phrase),)).fetchall()
+        units = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        values = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
+        return units, values
 
 
 def read_postings(
@@ -293,27 +314,71 @@ def read_postings(
     wanted: dict[int, set[str]] = {}
     for token in tokens:
         wanted.setdefault(bucket_of(token), set()).add(token)
-    pieces: dict[str, tuple[list[Ints], list[Ints]]] = {}
+    pieces: dict[str, _Pieces] = {}
     rows = connection.execute(_POSTINGS_SQL, (json_list(sorted(wanted), "bucket"),))
     for bucket, base, gap_size, freq_size, names, counts, gaps, freqs in rows:
-        ends = np.frombuffer(counts, dtype="<u4").astype(np.int64).cumsum().tolist()
-        start = 0
-        for name, end in zip(names.split(TERM_SEPARATOR), ends, strict=True):
-            if name in wanted[bucket]:
-                units, weights = pieces.setdefault(name, ([], []))
-                units.append(decode(gaps, gap_size, start, end).cumsum() + base)
-                weights.append(decode(freqs, freq_size, start, end))
-            start = end
-    return {
-        term: (_concatenated(units), _concatenated(weights))
-        for term, (units, weights) in pieces.items()
-    }
+        terms = names.split(TERM_SEPARATOR)
+        for name in wanted[bucket].intersection(terms):
+            at = terms.index(name)
+            sizes = _counts(counts)
+            start = sum(sizes[:at])
+            end = start + sizes[at]
+            pieces.setdefault(name, _Pieces()).add(
+                base,
+                end - start,
+                gaps[gap_size * start : gap_size * end],
+                freqs[freq_size * start : freq_size * end],
+                (gap_size, freq_size),
+            )
+    return {term: found.arrays() for term, found in pieces.items()}
 
 
-def decode(column: bytes, width: int, start: int, end: int) -> Ints:
-    """Entries ``start`` to ``end`` of an encoded column, as int64."""
-    values = np.frombuffer(column, dtype=f"<u{width}", count=end - start, offset=width * start)
-    return values.astype(np.int64)
+def _counts(blob: bytes) -> array[int]:
+    """A row's posting counts (little-endian u4) as a plain array, cheap to slice and sum."""
+    values = array("I")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+class _Pieces:
+    """One token's encoded postings from each segment, decoded together at the end: one
+    pass per pair of column widths, so units and F stay in the same order."""
+
+    def __init__(self) -> None:
+        self.parts: dict[tuple[int, int], tuple[list[bytes], list[bytes], list[int]]] = {}
+
+    def add(
+        self, base: int, count: int, gaps: bytes, freqs: bytes, widths: tuple[int, int]
+    ) -> None:
+        """A segment's postings of this token: first unit id, count, both columns' bytes."""
+        gap_parts, freq_parts, runs = self.parts.setdefault(widths, ([], [], []))
+        gap_parts.append(gaps)
+        freq_parts.append(freqs)
+        runs.extend((base, count))
+
+    def arrays(self) -> tuple[Ints, Ints]:
+        """(unit ids, F): each segment's gaps summed from its base."""
+        units, freqs = [], []
+        for (gap_width, freq_width), (gap_parts, freq_parts, runs) in self.parts.items():
+            bases, counts = np.array(runs, dtype=np.int64).reshape(-1, 2).T
+            units.append(runs_summed(decoded(b"".join(gap_parts), gap_width), bases, counts))
+            freqs.append(decoded(b"".join(freq_parts), freq_width))
+        return _concatenated(units), _concatenated(freqs)
+
+
+def runs_summed(gaps: Ints, bases: Ints, counts: Ints) -> Ints:
+    """Consecutive runs of gaps (``counts`` long), each summed from its own base: unit ids."""
+    total = gaps.cumsum()
+    before = np.r_[0, total[np.cumsum(counts)[:-1] - 1]] if len(total) else total
+    units: Ints = total - np.repeat(before - bases, counts)
+    return units
+
+
+def decoded(column: bytes, width: int) -> Ints:
+    """A whole encoded column (little-endian unsigned of ``width`` bytes) as int64."""
+    return np.frombuffer(column, dtype=f"<u{width}").astype(np.int64)
 
 
 def _width(values: Ints) -> np.dtype[np.unsignedinteger]:
