@@ -8,6 +8,7 @@ arrays, and every ranking query is a top-k query evaluated by the server. Needs 
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import Counter
@@ -36,6 +37,7 @@ from .postings import (
 )
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+logger = logging.getLogger(__name__)
 
 
 class PostgresIndex:
@@ -102,6 +104,8 @@ class PostgresIndex:
     def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
         """Check the stored settings (a read, so read replicas open), or create the schema."""
         stored = self._stored_meta()
+        if self._on_standby():
+            self._log_replay_lag()
         if stored:
             return reconcile_settings(f"PostgreSQL schema {self.schema!r}", stored, requested)
         if not create:
@@ -124,6 +128,33 @@ class PostgresIndex:
             return {}
         return {str(key): str(value) for key, value in self._fetch(self._sql(pg.GET_META))}
 
+    def _on_standby(self) -> bool:
+        """True when this connection's server is a hot standby (in recovery, read-only)."""
+        return bool(self._fetch(pg.IN_RECOVERY)[0][0])
+
+    def _log_replay_lag(self) -> None:
+        """Say in the debug log how far the standby this index reads is behind."""
+        behind, paused, age = self._fetch(pg.REPLAY_LAG)[0]
+        state = "paused" if paused else "running"
+        since = "no transaction replayed yet" if age is None else f"last one {age:.1f} s ago"
+        if behind > 0:
+            logger.debug(
+                "PostgreSQL schema %r is read from a hot standby that is behind: %d bytes of "
+                "received WAL not replayed yet (replay %s; %s)",
+                self.schema,
+                int(behind),
+                state,
+                since,
+            )
+        else:
+            logger.debug(
+                "PostgreSQL schema %r is read from a hot standby, replay caught up with the "
+                "WAL received (replay %s; %s)",
+                self.schema,
+                state,
+                since,
+            )
+
     def close(self) -> None:
         """Close every connection this index opened. Idempotent."""
         with self._registry_lock:
@@ -142,6 +173,12 @@ class PostgresIndex:
         connection = self._connection()
         if connection.info.transaction_status != 0:
             raise InvalidInputError("cannot write to the index inside a read snapshot")
+        if self._on_standby():
+            server = f"{connection.info.host}:{connection.info.port}"
+            raise IndexUnavailableError(
+                f"PostgreSQL schema {self.schema!r} is on a hot standby at {server} (a read-only"
+                " replica): it can be searched but not changed; write to the primary server"
+            )
         with connection.transaction(), connection.cursor() as cursor:
             cursor.execute(pg.WRITE_LOCK, (f"sag2:{self.schema}",))
             yield cursor

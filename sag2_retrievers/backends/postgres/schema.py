@@ -61,6 +61,13 @@ CREATE_SCHEMA = (
 )
 
 WRITE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+IN_RECOVERY = "SELECT pg_is_in_recovery()"
+# On a standby: WAL received but not replayed (bytes), whether replay is paused, and the age
+# of the last replayed transaction (seconds; NULL before any).
+REPLAY_LAG = """
+    SELECT coalesce(pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn()), 0),
+           pg_is_wal_replay_paused(),
+           extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8"""
 GET_META = "SELECT key, value FROM {s}.meta"
 PUT_META = """
     INSERT INTO {s}.meta(key, value) VALUES (%s, %s)
