@@ -1,0 +1,187 @@
+"""FTS5's bm25 over PostgreSQL's posting blocks, with SQLite's scorer functions.
+
+A term's contribution c(term) to all its live units comes from `token_contribution` (the
+function SQLite's scorer uses): for a token from its posting blocks, for a multiword phrase
+from its instances per column counted on the units holding its rarest token. Scores are
+summed in phrase order into a dense array and cut by `top_k`, as in SQLite, so both backends
+give the same bits. Contributions are cached per index generation.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..sqlite.scorer import CACHE_POSTINGS, Contribution, Statistics, token_contribution, top_k
+from .blocks import Segment, decode_blocks
+
+Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
+Rows = list[tuple[Any, ...]]
+# (units, F, body instances) of a phrase's live units: what scoring and df both need.
+PhraseHits = tuple[Ints, Ints, Ints]
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One index generation as readers see it: bm25's statistics and the segment headers."""
+
+    stats: Statistics
+    segments: dict[int, Segment]
+
+
+@dataclass(frozen=True)
+class BlockReads:
+    """The two reads the scorer needs: block rows of tokens, and phrase instances per column
+    (phrase position, unit, title, heading, body) on candidate units."""
+
+    blocks: Callable[[list[str]], Rows]
+    phrases: Callable[[list[str], list[int], list[int]], Rows]
+
+
+class BlockScorer:
+    """Per-term contributions for one PostgreSQL index, cached per generation (thread-safe)."""
+
+    def __init__(self, reads: BlockReads, budget: int = CACHE_POSTINGS):
+        self._reads = reads
+        self._budget = budget
+        self._lock = threading.Lock()
+        self._generation: str | None = None
+        self._cache: OrderedDict[str, Contribution] = OrderedDict()
+        self._cached = 0
+
+    def dense(self, state: Generation, phrases: Sequence[str]) -> tuple[Floats, npt.NDArray[Any]]:
+        """Scores of the OR of ``phrases`` for every unit id (phrase order kept, repeats
+        count), and which units match any phrase."""
+        parts = self.contributions(state, phrases)
+        stats = state.stats
+        size = max([len(stats.lengths), *(int(u.max()) + 1 for u, _ in parts.values() if len(u))])
+        scores = np.zeros(size, dtype=np.float64)
+        touched = np.zeros(size, dtype=bool)
+        for phrase in phrases:
+            units, values = parts[phrase]
+            scores[units] += values
+            touched[units] = True
+        return scores, touched
+
+    def ranking(self, state: Generation, terms: Sequence[str]) -> tuple[Ints, Floats]:
+        """Every unit matching the OR of the distinct terms, best first (ties by id), and
+        the scores by unit id."""
+        scores, touched = self.dense(state, list(dict.fromkeys(terms)))
+        ids = np.flatnonzero(touched)
+        return ids[np.lexsort((ids, -scores[ids]))], scores
+
+    def search(self, state: Generation, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """Top ``k`` (unit, bm25 of the OR of the distinct terms), best first, ties by id."""
+        scores, touched = self.dense(state, list(dict.fromkeys(terms)))
+        ids = np.flatnonzero(touched)
+        return [(int(u), float(scores[u])) for u in top_k(ids, scores[ids], k)]
+
+    def expand(
+        self,
+        state: Generation,
+        required: Sequence[str],
+        scoring: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+    ) -> dict[str, list[int]]:
+        """Per required term: its top ``limit`` units not excluded, by bm25 of the OR of
+        ``scoring`` (repeats count; 0.0 for a unit matching none of it), ties by unit id."""
+        scores, _ = self.dense(state, scoring)
+        blocked = np.zeros(len(scores), dtype=bool)
+        excluded = np.fromiter((u for u in exclude if 0 <= u < len(scores)), dtype=np.int64)
+        blocked[excluded] = True
+        members = self.contributions(state, required)
+        ranked = {}
+        for term in required:
+            units = members[term][0]
+            units = units[units < len(scores)]
+            units = units[~blocked[units]]
+            ranked[term] = [int(u) for u in top_k(units, scores[units], limit)]
+        return ranked
+
+    def score_units(
+        self, state: Generation, terms: Sequence[str], unit_ids: Collection[int]
+    ) -> dict[int, float]:
+        """bm25 of the OR of the distinct terms for the given units matching any of them."""
+        scores, touched = self.dense(state, list(dict.fromkeys(terms)))
+        inside = [u for u in unit_ids if 0 <= u < len(scores)]
+        return {int(u): float(scores[u]) for u in inside if touched[u]}
+
+    def contributions(self, state: Generation, terms: Sequence[str]) -> dict[str, Contribution]:
+        """Per distinct term, (its live unit ids, c(term) for each): cached ones, then one
+        read of every missing token's blocks, then one read of the missing phrases."""
+        stats = state.stats
+        found = self._cached_terms(stats.generation, terms)
+        missing = [t for t in dict.fromkeys(terms) if t not in found]
+        tokens = [t for t in missing if " " not in t]
+        phrases = [t for t in missing if " " in t]
+        words = [w for p in phrases for w in p.split() if w not in found]
+        computed = self._tokens(state, list(dict.fromkeys([*tokens, *words])))
+        hits = self.phrase_hits(state, phrases, {**found, **computed})
+        for phrase, (units, freqs, _) in hits.items():
+            computed[phrase] = token_contribution(stats, units, freqs)
+        self._remember(stats.generation, computed)
+        return {**found, **computed}
+
+    def phrase_hits(
+        self, state: Generation, phrases: Sequence[str], words: dict[str, Contribution]
+    ) -> dict[str, PhraseHits]:
+        """Per multiword phrase, its live units with F and body instances, counted in one
+        read on the units holding its rarest token (``words`` gives every token's units)."""
+        ords: list[int] = []
+        units: list[int] = []
+        for position, phrase in enumerate(phrases):
+            rarest = min((words[w][0] for w in phrase.split()), key=len)
+            ords.extend([position] * len(rarest))
+            units.extend(rarest.tolist())
+        rows = self._reads.phrases(list(phrases), ords, units) if units else []
+        counted = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
+        hits = {}
+        for position, phrase in enumerate(phrases):
+            mine = counted[counted[:, 0] == position]
+            mine = mine[np.argsort(mine[:, 1])]
+            weighted = 2 * mine[:, 2] + 2 * mine[:, 3] + mine[:, 4]
+            hits[phrase] = (mine[:, 1].copy(), weighted, mine[:, 4].copy())
+        return hits
+
+    def _tokens(self, state: Generation, tokens: list[str]) -> dict[str, Contribution]:
+        """c(token) of each token from one read of its blocks (none: no units)."""
+        if not tokens:
+            return {}
+        postings = decode_blocks(state.segments, self._reads.blocks(tokens))
+        empty = np.zeros(0, dtype=np.int64)
+        return {
+            token: token_contribution(state.stats, *postings.get(token, (empty, empty)))
+            for token in tokens
+        }
+
+    def _cached_terms(self, generation: str, terms: Sequence[str]) -> dict[str, Contribution]:
+        """The cached contributions of ``terms`` at this generation (the cache is emptied
+        when the generation changed)."""
+        with self._lock:
+            if self._generation != generation:
+                self._generation, self._cache, self._cached = generation, OrderedDict(), 0
+            found = {t: self._cache[t] for t in dict.fromkeys(terms) if t in self._cache}
+            for term in found:
+                self._cache.move_to_end(term)
+        return found
+
+    def _remember(self, generation: str, computed: dict[str, Contribution]) -> None:
+        """Keep new contributions, dropping the least recently used beyond the budget."""
+        with self._lock:
+            if self._generation != generation:
+                return
+            for term, value in computed.items():
+                if term not in self._cache and len(value[0]) <= self._budget:
+                    self._cache[term] = value
+                    self._cached += len(value[0])
+            while self._cached > self._budget:
+                _, (units, _) = self._cache.popitem(last=False)
+                self._cached -= len(units)
