@@ -1,11 +1,11 @@
 """Per-term posting blocks in PostgreSQL: SQLite's segment design, written with COPY.
 
 Every write transaction adds one segment: a row with its units' ids and token counts |D|,
-and one block row per term holding that term's units (gaps from the segment's first unit)
-and weighted frequencies F = 2 x title + 2 x heading + body (the bm25 column weights), each
-column in the segment's narrowest integer width. A round's terms are read in one statement
-and decoded with numpy; deleted units keep their postings but get |D| = 0, which marks them
-dead for every reader, and merges (`merge`) drop them.
+and one block row per term holding that term's units (gaps from the segment's first unit),
+weighted frequencies F = 2 x title + 2 x heading + body (the bm25 column weights) and word
+positions (for phrases), each column in the segment's narrowest integer width. A round's
+terms are read in one statement and decoded with numpy; deleted units keep their postings
+but get |D| = 0, which marks them dead for every reader, and merges (`merge`) drop them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..sqlite.postings import UnitPostings, _concatenated, _width, decode
+from ..sqlite.postings import _width, decode
+from .postings import COLUMN_SHIFT, RunPostings, concatenated
 
 Ints = npt.NDArray[np.int64]
 
@@ -27,32 +28,38 @@ FAN_IN = 8
 
 @dataclass(frozen=True)
 class Segment:
-    """A segment's header: its id, first unit id and column widths, with |D| by position."""
+    """A segment's header: id, first unit id, column widths and position span, with its
+    units' ids and |D|."""
 
     segment: int
     base: int
-    gap_size: int
-    freq_size: int
+    sizes: tuple[int, int, int, int]  # bytes per gap, F, position count, position
+    span: int
     units: Ints
     lengths: Ints
 
 
 @dataclass(frozen=True)
 class Postings:
-    """Posting triples (term index into ``terms``, unit id, F), sorted by term then unit."""
+    """Postings sorted by term then unit id: term index into ``terms``, unit id, F, number
+    of positions; then the coded positions of all postings end to end (postings.py)."""
 
     terms: list[str]
     term_ids: Ints
     units: Ints
     freqs: Ints
+    counts: Ints
+    codes: Ints
 
 
-def from_units(postings: UnitPostings, unit_ids: Sequence[int]) -> Postings:
+Positional = tuple[Ints, Ints, Ints]  # a term's units, their position counts, the positions
+
+
+def from_units(run: RunPostings, unit_ids: Sequence[int]) -> Postings:
     """A batch's postings with its units given ``unit_ids`` (in order), sorted for a segment."""
-    ids = np.asarray(unit_ids, dtype=np.int64)
-    units = ids[postings.positions]
-    order = np.lexsort((units, postings.term_ids))
-    return Postings(postings.terms, postings.term_ids[order], units[order], postings.freqs[order])
+    units = np.asarray(unit_ids, dtype=np.int64)[run.units]
+    order = np.lexsort((units, run.term_ids))
+    return _reordered(run.terms, run.term_ids, units, run.freqs, run.counts, run.codes, order)
 
 
 def write_segment(
@@ -75,30 +82,44 @@ def write_segment(
     starts = np.flatnonzero(np.r_[True, terms[1:] != terms[:-1]]) if len(terms) else terms
     gaps = np.diff(postings.units, prepend=base)
     gaps[starts] = postings.units[starts] - base
-    gap_type, freq_type = _width(gaps), _width(postings.freqs)
-    header = (segment, base, int(ids.max()), gap_type.itemsize, freq_type.itemsize)
+    indexes = postings.codes & ((1 << COLUMN_SHIFT) - 1)
+    span = 1 << int(indexes.max() if len(indexes) else 0).bit_length()
+    coded = (postings.codes >> COLUMN_SHIFT) * span + indexes
+    columns = [gaps, postings.freqs, postings.counts, coded]
+    types = [_width(column) for column in columns]
+    encoded = [column.astype(kind).tobytes() for column, kind in zip(columns, types, strict=True)]
+    sizes = [kind.itemsize for kind in types]
+    header = (segment, base, int(ids.max()), *sizes, span)
     with cursor.copy(statements[0]) as copy:
         copy.write_row((*header, ids.astype("<i8").tobytes(), lengths.astype("<u4").tobytes()))
-    gap_bytes = gaps.astype(gap_type).tobytes()
-    freq_bytes = postings.freqs.astype(freq_type).tobytes()
-    g, f = gap_type.itemsize, freq_type.itemsize
-    ends = np.r_[starts[1:], len(terms)].tolist()
+    ends = np.r_[starts[1:], len(terms)].astype(np.int64)
+    offsets = np.r_[0, np.cumsum(postings.counts)].astype(np.int64)
     names = [postings.terms[t] for t in terms[starts].tolist()]
+    firsts, lasts = offsets[starts].tolist(), offsets[ends].tolist()
+    bounds = zip(starts.tolist(), ends.tolist(), firsts, lasts, strict=True)
+    g, f, c, w = sizes
     with cursor.copy(statements[1]) as copy:
-        for name, start, end in zip(names, starts.tolist(), ends, strict=True):
+        for name, (start, end, first, last) in zip(names, bounds, strict=True):
             copy.write_row(
-                (name, segment, gap_bytes[g * start : g * end], freq_bytes[f * start : f * end])
+                (
+                    name,
+                    segment,
+                    encoded[0][g * start : g * end],
+                    encoded[1][f * start : f * end],
+                    encoded[2][c * start : c * end],
+                    encoded[3][w * first : w * last],
+                )
             )
 
 
 def read_segment(row: Sequence[Any]) -> Segment:
-    """A segment header row (id, base, widths, unit ids, |D|) decoded."""
-    segment, base, gap_size, freq_size, units, lengths = row
+    """A segment header row (id, base, four widths, span, unit ids, |D|) decoded."""
+    segment, base, gap, freq, count, position, span, units, lengths = row
     return Segment(
         int(segment),
         int(base),
-        int(gap_size),
-        int(freq_size),
+        (int(gap), int(freq), int(count), int(position)),
+        int(span),
         np.frombuffer(units, dtype="<i8").astype(np.int64),
         np.frombuffer(lengths, dtype="<u4").astype(np.int64),
     )
@@ -115,49 +136,85 @@ def length_table(segments: Sequence[Segment]) -> Ints:
 
 def decode_blocks(
     segments: dict[int, Segment], rows: Sequence[Sequence[Any]]
-) -> dict[str, tuple[Ints, Ints]]:
-    """Per term, (unit ids, F) over the block rows (term, segment, gaps, freqs) read."""
-    pieces: dict[str, tuple[list[Ints], list[Ints]]] = {}
-    for term, segment_id, gaps, freqs in rows:
+) -> tuple[dict[str, tuple[Ints, Ints]], dict[str, Positional]]:
+    """Per term, (unit ids, F) over the block rows (term, segment, gaps, freqs, position
+    counts, positions) read; and per term whose positions were read, its positions."""
+    pieces: dict[str, list[tuple[Ints, Ints, Ints | None, Ints | None]]] = {}
+    for term, segment_id, gaps, freqs, counts, positions in rows:
         segment = segments[int(segment_id)]
-        count = len(gaps) // segment.gap_size
-        units, weights = pieces.setdefault(term, ([], []))
-        units.append(decode(gaps, segment.gap_size, 0, count).cumsum() + segment.base)
-        weights.append(decode(freqs, segment.freq_size, 0, count))
-    return {
-        term: (_concatenated(units), _concatenated(weights))
-        for term, (units, weights) in pieces.items()
+        pieces.setdefault(term, []).append(_decoded(segment, gaps, freqs, counts, positions))
+    postings = {
+        term: (concatenated([p[0] for p in parts]), concatenated([p[1] for p in parts]))
+        for term, parts in pieces.items()
     }
+    positional = {
+        term: (
+            concatenated([p[0] for p in parts]),
+            concatenated([p[2] for p in parts if p[2] is not None]),
+            concatenated([p[3] for p in parts if p[3] is not None]),
+        )
+        for term, parts in pieces.items()
+        if parts[0][2] is not None
+    }
+    return postings, positional
+
+
+def _decoded(
+    segment: Segment, gaps: bytes, freqs: bytes, counts: bytes | None, positions: bytes | None
+) -> tuple[Ints, Ints, Ints | None, Ints | None]:
+    """One block row's unit ids and F, and its position counts and positions when read."""
+    g, f, c, w = segment.sizes
+    n = len(gaps) // g
+    units = decode(gaps, g, 0, n).cumsum() + segment.base
+    weights = decode(freqs, f, 0, n)
+    if counts is None or positions is None:
+        return units, weights, None, None
+    coded = decode(positions, w, 0, len(positions) // w)
+    universal = (coded // segment.span) << COLUMN_SHIFT | coded % segment.span
+    return units, weights, decode(counts, c, 0, n), universal
 
 
 def merged(segments: Sequence[Segment], rows: Sequence[Sequence[Any]]) -> Postings:
     """The live postings of ``segments`` from all their block rows, as one sorted run."""
     by_id = {segment.segment: segment for segment in segments}
     vocabulary: dict[str, int] = {}
-    term_ids, units, freqs = [], [], []
-    for term, segment_id, gaps, weights in rows:
-        segment = by_id[int(segment_id)]
-        count = len(gaps) // segment.gap_size
-        ids = decode(gaps, segment.gap_size, 0, count).cumsum() + segment.base
-        term_ids.append(np.full(count, vocabulary.setdefault(term, len(vocabulary))))
-        units.append(ids)
-        freqs.append(decode(weights, segment.freq_size, 0, count))
-    live = length_table(segments)
-    all_units = _concatenated(units)
-    keep = live[all_units] > 0
-    all_terms, all_units, all_freqs = (
-        _concatenated(term_ids)[keep],
-        all_units[keep],
-        _concatenated(freqs)[keep],
-    )
-    order = np.lexsort((all_units, all_terms))
-    return Postings(list(vocabulary), all_terms[order], all_units[order], all_freqs[order])
+    parts = []
+    for term, segment_id, gaps, freqs, counts, positions in rows:
+        units, weights, numbers, codes = _decoded(
+            by_id[int(segment_id)], gaps, freqs, counts, positions
+        )
+        term_ids = np.full(len(units), vocabulary.setdefault(term, len(vocabulary)), dtype=np.int64)
+        parts.append((term_ids, units, weights, numbers, codes))
+    columns = [concatenated([part[k] for part in parts]) for k in range(5)]  # type: ignore[misc]
+    term_ids, units, freqs, counts, codes = columns
+    keep = length_table(segments)[units] > 0
+    codes = codes[np.repeat(keep, counts)]
+    term_ids, units, freqs, counts = term_ids[keep], units[keep], freqs[keep], counts[keep]
+    order = np.lexsort((units, term_ids))
+    return _reordered(list(vocabulary), term_ids, units, freqs, counts, codes, order)
+
+
+def _reordered(
+    terms: list[str],
+    term_ids: Ints,
+    units: Ints,
+    freqs: Ints,
+    counts: Ints,
+    codes: Ints,
+    order: Ints,
+) -> Postings:
+    """Postings permuted by ``order``, each posting's positions moved with it."""
+    starts = np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64) if len(counts) else counts
+    moved = counts[order]
+    first = np.r_[0, np.cumsum(moved)[:-1]].astype(np.int64) if len(moved) else moved
+    gather = np.repeat(starts[order] - first, moved) + np.arange(int(moved.sum()), dtype=np.int64)
+    return Postings(terms, term_ids[order], units[order], freqs[order], moved, codes[gather])
 
 
 def live_units(segments: Sequence[Segment]) -> tuple[Ints, Ints]:
     """The live units of ``segments`` and their |D|, by unit id."""
-    ids = _concatenated([segment.units for segment in segments])
-    lengths = _concatenated([segment.lengths for segment in segments])
+    ids = concatenated([segment.units for segment in segments])
+    lengths = concatenated([segment.lengths for segment in segments])
     keep = lengths > 0
     order = np.argsort(ids[keep])
     return ids[keep][order], lengths[keep][order]

@@ -36,7 +36,7 @@ from . import schema as pg
 from .blocks import deleted, from_units, length_table, read_segment
 from .filters import compile_postgres
 from .postings import BatchFrequencies, DocumentFrequencies, token_columns
-from .scorer import BlockReads, BlockScorer, Generation, PhraseHits
+from .scorer import BlockScorer, Generation, PhraseHits
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # A meta row naming how postings are stored; schemas built before posting blocks lack it.
@@ -79,7 +79,7 @@ class PostgresIndex:
         self._closed = False
         self._executor: Executor | None = None
         self._state: Generation | None = None
-        self._scorer = BlockScorer(BlockReads(self._read_blocks, self._read_phrases))
+        self._scorer = BlockScorer(self._read_blocks)
         self.settings = self._open(settings, create)
 
     def __repr__(self) -> str:
@@ -486,10 +486,7 @@ class PostgresIndex:
             if tokens:
                 counts.update(self._fetch(self._sql(token_df), (tokens,)))
             if phrases:
-                state = self._generation()
-                words = list(dict.fromkeys(w for phrase in phrases for w in phrase.split()))
-                parts = self._scorer.contributions(state, words)
-                for phrase, hits in self._scorer.phrase_hits(state, phrases, parts).items():
+                for phrase, hits in self._scorer.phrase_hits(self._generation(), phrases).items():
                     counts[phrase] = count(hits)
         return {term: int(counts.get(form, 0)) for term, form in forms.items()}
 
@@ -514,16 +511,11 @@ class PostgresIndex:
             cursor.execute(statement, params)
             return list(cursor.fetchall())
 
-    def _read_blocks(self, tokens: list[str]) -> list[tuple[Any, ...]]:
-        """The block rows (term, segment, gaps, freqs) of these tokens, in one statement."""
-        return self._fetch_binary(self._sql(pg.BLOCKS), (tokens,))
-
-    def _read_phrases(
-        self, phrases: list[str], ords: list[int], units: list[int]
-    ) -> list[tuple[Any, ...]]:
-        """Phrase instances per column on candidate units, in one statement."""
-        params = {"phrases": phrases, "ords": ords, "units": units}
-        return self._fetch(self._sql(pg.PHRASE_INSTANCES), params)
+    def _read_blocks(self, terms: list[str], positional: list[str]) -> list[tuple[Any, ...]]:
+        """The block rows of ``terms`` (term, segment, gaps, F, then position counts and
+        positions for the ``positional`` terms, else NULL), in one statement."""
+        params = {"terms": terms, "positional": positional}
+        return self._fetch_binary(self._sql(pg.BLOCKS), params)
 
     def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """The units with these ids (missing ids are absent)."""

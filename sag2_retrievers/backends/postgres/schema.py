@@ -3,7 +3,7 @@
 Every statement is composed with ``psycopg.sql`` (the schema as an identifier) and every value
 is bound. Postings live in per-term blocks (``blocks.py``); FTS5's ``bm25()`` is computed on
 the client from them by SQLite's scorer functions (``scorer.py``). Token arrays stay in the
-units table for phrase instances and for taking back a deleted unit's document frequencies.
+units table for taking back a deleted unit's document frequencies.
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ CREATE_SCHEMA = (
         max_unit bigint NOT NULL,
         gap_bytes smallint NOT NULL,
         freq_bytes smallint NOT NULL,
+        count_bytes smallint NOT NULL,
+        position_bytes smallint NOT NULL,
+        span integer NOT NULL,
         units bytea NOT NULL,
         lengths bytea NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS {s}.blocks(
@@ -56,19 +59,17 @@ CREATE_SCHEMA = (
         segment bigint NOT NULL,
         gaps bytea NOT NULL,
         freqs bytea NOT NULL,
+        counts bytea NOT NULL,
+        positions bytea NOT NULL,
         PRIMARY KEY (term, segment))""",
     "CREATE INDEX IF NOT EXISTS blocks_by_segment ON {s}.blocks(segment)",
-    # Gaps and frequencies barely compress: stored out of line without pglz, read as is.
+    # Packed integers barely compress: stored without pglz, read as they are.
     "ALTER TABLE {s}.blocks ALTER COLUMN gaps SET STORAGE EXTERNAL",
     "ALTER TABLE {s}.blocks ALTER COLUMN freqs SET STORAGE EXTERNAL",
+    "ALTER TABLE {s}.blocks ALTER COLUMN counts SET STORAGE EXTERNAL",
+    "ALTER TABLE {s}.blocks ALTER COLUMN positions SET STORAGE EXTERNAL",
     "CREATE TABLE IF NOT EXISTS {s}.body_df(term text PRIMARY KEY, df integer NOT NULL)",
     "CREATE TABLE IF NOT EXISTS {s}.any_df(term text PRIMARY KEY, df integer NOT NULL)",
-    # Instances of a phrase (an array of tokens) in a column's token array.
-    """CREATE OR REPLACE FUNCTION {s}.phrase_count(tokens text[], phrase text[])
-        RETURNS integer LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-        SELECT count(*)::integer
-        FROM unnest(array_positions(tokens, phrase[1])) AS i
-        WHERE tokens[i:i + cardinality(phrase) - 1] = phrase $$""",
 )
 
 WRITE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
@@ -95,15 +96,23 @@ COPY_UNITS = """COPY {s}.units(unit_id, doc_id, heading, char_start, char_end,
     title_tokens, heading_tokens, body_tokens, length) FROM STDIN"""
 NEXT_SEGMENT = "SELECT nextval(format('%%I.segment_ids', %s::text)::regclass)"
 COPY_SEGMENT = """COPY {s}.segments(segment, min_unit, max_unit, gap_bytes, freq_bytes,
-    units, lengths) FROM STDIN"""
-COPY_BLOCKS = "COPY {s}.blocks(term, segment, gaps, freqs) FROM STDIN"
-SEGMENTS = "SELECT segment, min_unit, gap_bytes, freq_bytes, units, lengths FROM {s}.segments"
+    count_bytes, position_bytes, span, units, lengths) FROM STDIN"""
+COPY_BLOCKS = "COPY {s}.blocks(term, segment, gaps, freqs, counts, positions) FROM STDIN"
+SEGMENTS = """SELECT segment, min_unit, gap_bytes, freq_bytes, count_bytes, position_bytes, span,
+    units, lengths FROM {s}.segments"""
 OVERLAPPING_SEGMENTS = SEGMENTS + " WHERE max_unit >= %s AND min_unit <= %s"
 SEGMENT_SIZES = "SELECT segment FROM {s}.segments ORDER BY octet_length(units), segment"
 CHOSEN_SEGMENTS = SEGMENTS + " WHERE segment = ANY(%s)"
 SET_LENGTHS = "UPDATE {s}.segments SET lengths = %s WHERE segment = %s"
-BLOCKS = "SELECT term, segment, gaps, freqs FROM {s}.blocks WHERE term = ANY(%s)"
-SEGMENT_BLOCKS = "SELECT term, segment, gaps, freqs FROM {s}.blocks WHERE segment = ANY(%s)"
+# Positions are read (detoasted) only for the terms in %(positional)s: a phrase's words.
+BLOCKS = """
+    SELECT term, segment, gaps, freqs,
+           CASE WHEN term = ANY(%(positional)s) THEN counts END,
+           CASE WHEN term = ANY(%(positional)s) THEN positions END
+    FROM {s}.blocks WHERE term = ANY(%(terms)s)"""
+SEGMENT_BLOCKS = """
+    SELECT term, segment, gaps, freqs, counts, positions FROM {s}.blocks
+    WHERE segment = ANY(%s)"""
 DROP_BLOCKS = "DELETE FROM {s}.blocks WHERE segment = ANY(%s)"
 DROP_SEGMENTS = "DELETE FROM {s}.segments WHERE segment = ANY(%s)"
 GENERATION = "SELECT generation, units FROM {s}.totals"
@@ -144,20 +153,6 @@ TITLE_PHRASES = """
     SELECT DISTINCT title_phrase FROM {s}.documents
     WHERE title_phrase = ANY(%s) AND strpos(title_phrase, ' ') > 0"""
 
-# A phrase's instances per column on candidate units (those holding its rarest token),
-# given as parallel arrays of phrase position (0-based) and unit id; units without one absent.
-PHRASE_INSTANCES = """
-    SELECT c.ord, c.unit_id, n.tf_title, n.tf_heading, n.tf_body
-    FROM unnest(%(ords)s::bigint[], %(units)s::bigint[]) AS c(ord, unit_id)
-    JOIN (SELECT ord - 1 AS ord, string_to_array(phrase, ' ') AS words
-          FROM unnest(%(phrases)s::text[]) WITH ORDINALITY AS p(phrase, ord)) w
-      ON w.ord = c.ord
-    JOIN {s}.units u ON u.unit_id = c.unit_id
-    CROSS JOIN LATERAL (SELECT
-        {s}.phrase_count(u.title_tokens, w.words) AS tf_title,
-        {s}.phrase_count(u.heading_tokens, w.words) AS tf_heading,
-        {s}.phrase_count(u.body_tokens, w.words) AS tf_body) n
-    WHERE n.tf_title + n.tf_heading + n.tf_body > 0"""
 ANY_TOKEN_DF = "SELECT term, df FROM {s}.any_df WHERE term = ANY(%s)"
 # Which of the given units (in ``h``) pass a compiled metadata filter.
 PASSING_UNITS = """

@@ -2,7 +2,7 @@
 
 A term's contribution c(term) to all its live units comes from `token_contribution` (the
 function SQLite's scorer uses): for a token from its posting blocks, for a multiword phrase
-from its instances per column counted on the units holding its rarest token. Scores are
+from its instances per column, found from its tokens' word positions in the same read. Scores are
 summed in phrase order into a dense array and cut by `top_k`, as in SQLite, so both backends
 give the same bits. Contributions are cached per index generation.
 """
@@ -19,7 +19,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ..sqlite.scorer import CACHE_POSTINGS, Contribution, Statistics, token_contribution, top_k
-from .blocks import Segment, decode_blocks
+from .blocks import Positional, Segment, decode_blocks
+from .postings import BODY, COLUMN_SHIFT
+
+# A phrase start is keyed unit << _UNIT_SHIFT | coded position (column bits included).
+_UNIT_SHIFT = COLUMN_SHIFT + 2
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -36,20 +40,15 @@ class Generation:
     segments: dict[int, Segment]
 
 
-@dataclass(frozen=True)
-class BlockReads:
-    """The two reads the scorer needs: block rows of tokens, and phrase instances per column
-    (phrase position, unit, title, heading, body) on candidate units."""
-
-    blocks: Callable[[list[str]], Rows]
-    phrases: Callable[[list[str], list[int], list[int]], Rows]
+# The one read the scorer needs: the block rows of some terms, positions only for others.
+BlockRead = Callable[[list[str], list[str]], Rows]
 
 
 class BlockScorer:
     """Per-term contributions for one PostgreSQL index, cached per generation (thread-safe)."""
 
-    def __init__(self, reads: BlockReads, budget: int = CACHE_POSTINGS):
-        self._reads = reads
+    def __init__(self, read: BlockRead, budget: int = CACHE_POSTINGS):
+        self._read = read
         self._budget = budget
         self._lock = threading.Lock()
         self._generation: str | None = None
@@ -116,51 +115,36 @@ class BlockScorer:
 
     def contributions(self, state: Generation, terms: Sequence[str]) -> dict[str, Contribution]:
         """Per distinct term, (its live unit ids, c(term) for each): cached ones, then one
-        read of every missing token's blocks, then one read of the missing phrases."""
+        read of the missing tokens' blocks and of the missing phrases' words' positions."""
         stats = state.stats
         found = self._cached_terms(stats.generation, terms)
         missing = [t for t in dict.fromkeys(terms) if t not in found]
-        tokens = [t for t in missing if " " not in t]
         phrases = [t for t in missing if " " in t]
-        words = [w for p in phrases for w in p.split() if w not in found]
-        computed = self._tokens(state, list(dict.fromkeys([*tokens, *words])))
-        hits = self.phrase_hits(state, phrases, {**found, **computed})
-        for phrase, (units, freqs, _) in hits.items():
+        postings, positional = self._blocks(state, [t for t in missing if " " not in t], phrases)
+        computed = {t: token_contribution(stats, *pair) for t, pair in postings.items()}
+        for phrase, (units, freqs, _) in phrase_hits(stats, phrases, positional).items():
             computed[phrase] = token_contribution(stats, units, freqs)
         self._remember(stats.generation, computed)
         return {**found, **computed}
 
-    def phrase_hits(
-        self, state: Generation, phrases: Sequence[str], words: dict[str, Contribution]
-    ) -> dict[str, PhraseHits]:
-        """Per multiword phrase, its live units with F and body instances, counted in one
-        read on the units holding its rarest token (``words`` gives every token's units)."""
-        ords: list[int] = []
-        units: list[int] = []
-        for position, phrase in enumerate(phrases):
-            rarest = min((words[w][0] for w in phrase.split()), key=len)
-            ords.extend([position] * len(rarest))
-            units.extend(rarest.tolist())
-        rows = self._reads.phrases(list(phrases), ords, units) if units else []
-        counted = np.asarray(rows, dtype=np.int64).reshape(-1, 5)
-        hits = {}
-        for position, phrase in enumerate(phrases):
-            mine = counted[counted[:, 0] == position]
-            mine = mine[np.argsort(mine[:, 1])]
-            weighted = 2 * mine[:, 2] + 2 * mine[:, 3] + mine[:, 4]
-            hits[phrase] = (mine[:, 1].copy(), weighted, mine[:, 4].copy())
-        return hits
+    def phrase_hits(self, state: Generation, phrases: Sequence[str]) -> dict[str, PhraseHits]:
+        """Per multiword phrase, its live units with F and body instances (one read)."""
+        return phrase_hits(state.stats, phrases, self._blocks(state, [], phrases)[1])
 
-    def _tokens(self, state: Generation, tokens: list[str]) -> dict[str, Contribution]:
-        """c(token) of each token from one read of its blocks (none: no units)."""
-        if not tokens:
-            return {}
-        postings = decode_blocks(state.segments, self._reads.blocks(tokens))
+    def _blocks(
+        self, state: Generation, tokens: list[str], phrases: Sequence[str]
+    ) -> tuple[dict[str, tuple[Ints, Ints]], dict[str, Positional]]:
+        """Each token's (units, F) and each phrase word's positions, in one read (a term
+        without blocks has no units)."""
+        words = list(dict.fromkeys(w for phrase in phrases for w in phrase.split()))
+        asked = list(dict.fromkeys([*tokens, *words]))
+        rows = self._read(asked, words) if asked else []
+        postings, positional = decode_blocks(state.segments, rows)
         empty = np.zeros(0, dtype=np.int64)
-        return {
-            token: token_contribution(state.stats, *postings.get(token, (empty, empty)))
-            for token in tokens
-        }
+        return (
+            {token: postings.get(token, (empty, empty)) for token in tokens},
+            {word: positional.get(word, (empty, empty, empty)) for word in words},
+        )
 
     def _cached_terms(self, generation: str, terms: Sequence[str]) -> dict[str, Contribution]:
         """The cached contributions of ``terms`` at this generation (the cache is emptied
@@ -185,3 +169,35 @@ class BlockScorer:
             while self._cached > self._budget:
                 _, (units, _) = self._cache.popitem(last=False)
                 self._cached -= len(units)
+
+
+def phrase_hits(
+    stats: Statistics, phrases: Sequence[str], positional: dict[str, Positional]
+) -> dict[str, PhraseHits]:
+    """Per multiword phrase, its live units with F and body instances, from its words'
+    positions: a start matches where word j sits j positions after it."""
+    hits = {}
+    for phrase in phrases:
+        starts: Ints | None = None
+        for offset, word in enumerate(phrase.split()):
+            units, counts, codes = positional[word]
+            keys = (np.repeat(units, counts) << _UNIT_SHIFT | codes) - offset
+            starts = keys if starts is None else np.intersect1d(starts, keys, assume_unique=True)
+        found = starts if starts is not None else np.zeros(0, dtype=np.int64)
+        units = found >> _UNIT_SHIFT
+        live = _live(stats, units)
+        found, units = found[live], units[live]
+        in_body = (found >> COLUMN_SHIFT & 3) == BODY
+        ids, place = np.unique(units, return_inverse=True)
+        weighted = np.bincount(place, weights=np.where(in_body, 1, 2), minlength=len(ids))
+        body = np.bincount(place, weights=in_body, minlength=len(ids))
+        hits[phrase] = (ids, weighted.astype(np.int64), body.astype(np.int64))
+    return hits
+
+
+def _live(stats: Statistics, units: Ints) -> npt.NDArray[np.bool_]:
+    """Which of ``units`` are live at this generation (|D| > 0)."""
+    inside = units < len(stats.lengths)
+    live = np.zeros(len(units), dtype=bool)
+    live[inside] = stats.lengths[units[inside]] > 0
+    return live
