@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from ..sqlite.postings import _width, decode
 from .postings import COLUMN_SHIFT, RunPostings, concatenated
+from .schema import BLOCK_TYPES, SEGMENT_TYPES
 
 Ints = npt.NDArray[np.int64]
 
@@ -91,6 +92,7 @@ def write_segment(
     sizes = [kind.itemsize for kind in types]
     header = (segment, base, int(ids.max()), *sizes, span)
     with cursor.copy(statements[0]) as copy:
+        copy.set_types(SEGMENT_TYPES)
         copy.write_row((*header, ids.astype("<i8").tobytes(), lengths.astype("<u4").tobytes()))
     ends = np.r_[starts[1:], len(terms)].astype(np.int64)
     offsets = np.r_[0, np.cumsum(postings.counts)].astype(np.int64)
@@ -99,6 +101,7 @@ def write_segment(
     bounds = zip(starts.tolist(), ends.tolist(), firsts, lasts, strict=True)
     g, f, c, w = sizes
     with cursor.copy(statements[1]) as copy:
+        copy.set_types(BLOCK_TYPES)
         for name, (start, end, first, last) in zip(names, bounds, strict=True):
             copy.write_row(
                 (
@@ -139,59 +142,115 @@ def decode_blocks(
 ) -> tuple[dict[str, tuple[Ints, Ints]], dict[str, Positional]]:
     """Per term, (unit ids, F) over the block rows (term, segment, gaps, freqs, position
     counts, positions) read; and per term whose positions were read, its positions."""
-    pieces: dict[str, list[tuple[Ints, Ints, Ints | None, Ints | None]]] = {}
-    for term, segment_id, gaps, freqs, counts, positions in rows:
-        segment = segments[int(segment_id)]
-        pieces.setdefault(term, []).append(_decoded(segment, gaps, freqs, counts, positions))
+    plain = [row for row in rows if row[4] is None]
+    positional = [row for row in rows if row[4] is not None]
+    terms, (term_ids, units, freqs, _, _) = _decoded_rows(segments, plain, positions=False)
     postings = {
-        term: (concatenated([p[0] for p in parts]), concatenated([p[1] for p in parts]))
-        for term, parts in pieces.items()
+        terms[t]: (term_units, term_freqs)
+        for t, (term_units, term_freqs) in _split_by_term(term_ids, [units, freqs]).items()
     }
-    positional = {
-        term: (
-            concatenated([p[0] for p in parts]),
-            concatenated([p[2] for p in parts if p[2] is not None]),
-            concatenated([p[3] for p in parts if p[3] is not None]),
-        )
-        for term, parts in pieces.items()
-        if parts[0][2] is not None
-    }
-    return postings, positional
+    terms, (term_ids, units, freqs, counts, codes) = _decoded_rows(
+        segments, positional, positions=True
+    )
+    order = np.argsort(term_ids, kind="stable")
+    moved = _reordered(terms, term_ids, units, freqs, counts, codes, order)
+    located: dict[str, Positional] = {}
+    offsets = np.r_[0, np.cumsum(moved.counts)].astype(np.int64)
+    for t, (first, last) in _term_bounds(moved.term_ids).items():
+        low, high = int(offsets[first]), int(offsets[last])
+        pair = (moved.units[first:last], moved.freqs[first:last])
+        postings[terms[t]] = pair
+        located[terms[t]] = (pair[0], moved.counts[first:last], moved.codes[low:high])
+    return postings, located
 
 
-def _decoded(
-    segment: Segment, gaps: bytes, freqs: bytes, counts: bytes | None, positions: bytes | None
-) -> tuple[Ints, Ints, Ints | None, Ints | None]:
-    """One block row's unit ids and F, and its position counts and positions when read."""
-    g, f, c, w = segment.sizes
-    n = len(gaps) // g
-    units = decode(gaps, g, 0, n).cumsum() + segment.base
-    weights = decode(freqs, f, 0, n)
-    if counts is None or positions is None:
-        return units, weights, None, None
-    coded = decode(positions, w, 0, len(positions) // w)
-    universal = (coded // segment.span) << COLUMN_SHIFT | coded % segment.span
-    return units, weights, decode(counts, c, 0, n), universal
+def _decoded_rows(
+    segments: dict[int, Segment], rows: Sequence[Sequence[Any]], *, positions: bool
+) -> tuple[list[str], tuple[Ints, Ints, Ints, Ints, Ints]]:
+    """Block rows of any segments decoded, segment by segment: the terms, and per posting
+    its term number, unit id, F and position count, then the positions (empty without)."""
+    grouped: dict[int, list[Sequence[Any]]] = {}
+    for row in rows:
+        grouped.setdefault(int(row[1]), []).append(row)
+    vocabulary: dict[str, int] = {}
+    parts = [
+        _segment_postings(segments[key], found, vocabulary, positions=positions)
+        for key, found in grouped.items()
+    ]
+    columns = tuple(concatenated([part[k] for part in parts]) for k in range(5))
+    return list(vocabulary), columns  # type: ignore[return-value]
+
+
+def _term_bounds(term_ids: Ints) -> dict[int, tuple[int, int]]:
+    """Per term number of postings sorted by term, its slice of them."""
+    if not len(term_ids):
+        return {}
+    starts = np.flatnonzero(np.r_[True, term_ids[1:] != term_ids[:-1]])
+    ends = np.r_[starts[1:], len(term_ids)]
+    return {
+        int(term_ids[first]): (int(first), int(last))
+        for first, last in zip(starts.tolist(), ends.tolist(), strict=True)
+    }
+
+
+def _split_by_term(term_ids: Ints, columns: list[Ints]) -> dict[int, tuple[Ints, ...]]:
+    """Per term number, its entries of each column (entries taken in order)."""
+    order = np.argsort(term_ids, kind="stable")
+    ordered = term_ids[order]
+    sorted_columns = [column[order] for column in columns]
+    return {
+        t: tuple(column[first:last] for column in sorted_columns)
+        for t, (first, last) in _term_bounds(ordered).items()
+    }
 
 
 def merged(segments: Sequence[Segment], rows: Sequence[Sequence[Any]]) -> Postings:
     """The live postings of ``segments`` from all their block rows, as one sorted run."""
     by_id = {segment.segment: segment for segment in segments}
+    grouped: dict[int, list[Sequence[Any]]] = {}
+    for row in rows:
+        grouped.setdefault(int(row[1]), []).append(row)
     vocabulary: dict[str, int] = {}
-    parts = []
-    for term, segment_id, gaps, freqs, counts, positions in rows:
-        units, weights, numbers, codes = _decoded(
-            by_id[int(segment_id)], gaps, freqs, counts, positions
-        )
-        term_ids = np.full(len(units), vocabulary.setdefault(term, len(vocabulary)), dtype=np.int64)
-        parts.append((term_ids, units, weights, numbers, codes))
-    columns = [concatenated([part[k] for part in parts]) for k in range(5)]  # type: ignore[misc]
-    term_ids, units, freqs, counts, codes = columns
+    parts = [
+        _segment_postings(by_id[key], found, vocabulary, positions=True)
+        for key, found in grouped.items()
+    ]
+    term_ids, units, freqs, counts, codes = (
+        concatenated([part[k] for part in parts]) for k in range(5)
+    )
     keep = length_table(segments)[units] > 0
     codes = codes[np.repeat(keep, counts)]
     term_ids, units, freqs, counts = term_ids[keep], units[keep], freqs[keep], counts[keep]
     order = np.lexsort((units, term_ids))
     return _reordered(list(vocabulary), term_ids, units, freqs, counts, codes, order)
+
+
+def _segment_postings(
+    segment: Segment, rows: Sequence[Sequence[Any]], vocabulary: dict[str, int], *, positions: bool
+) -> tuple[Ints, Ints, Ints, Ints, Ints]:
+    """All block rows of one segment decoded at once: per posting its term (numbered in
+    ``vocabulary``), unit id, F and position count; then the positions (without
+    ``positions``, the last two are empty)."""
+    g, f, c, w = segment.sizes
+    sizes = np.fromiter((len(row[2]) // g for row in rows), dtype=np.int64, count=len(rows))
+    names = [vocabulary.setdefault(row[0], len(vocabulary)) for row in rows]
+    gaps = _column(rows, 2, g).cumsum()
+    starts = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.int64)
+    before = np.where(starts > 0, gaps[np.maximum(starts - 1, 0)], 0)
+    units = gaps - np.repeat(before, sizes) + segment.base
+    term_ids = np.repeat(np.asarray(names, dtype=np.int64), sizes)
+    if not positions:
+        empty = np.zeros(0, dtype=np.int64)
+        return term_ids, units, _column(rows, 3, f), empty, empty
+    column, index = np.divmod(_column(rows, 5, w), segment.span)
+    universal = column << COLUMN_SHIFT | index
+    return term_ids, units, _column(rows, 3, f), _column(rows, 4, c), universal
+
+
+def _column(rows: Sequence[Sequence[Any]], field: int, width: int) -> Ints:
+    """One packed column of many block rows, joined and decoded."""
+    joined = b"".join(bytes(row[field]) for row in rows)
+    return decode(joined, width, 0, len(joined) // width)
 
 
 def _reordered(

@@ -35,7 +35,7 @@ from . import compaction
 from . import schema as pg
 from .blocks import deleted, from_units, length_table, read_segment
 from .filters import compile_postgres
-from .postings import BatchFrequencies, DocumentFrequencies, token_columns
+from .postings import BatchFrequencies, DocumentFrequencies
 from .scorer import BlockScorer, Generation, PhraseHits
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -239,11 +239,11 @@ class PostgresIndex:
             cursor.execute(pg.RESERVE_UNIT_IDS, (self.schema, max(len(rows), 1)))
             unit_ids = sorted(int(row[0]) for row in cursor.fetchall())[: len(rows)]
             self._copy_documents(cursor, documents)
-            lengths = self._copy_units(cursor, rows, unit_ids)
+            self._copy_units(cursor, rows, unit_ids)
             frequencies = analysed.statistics
             postings = from_units(frequencies.postings, unit_ids)
-            ids = np.asarray(unit_ids, dtype=np.int64)
-            compaction.write_segment(cursor, self._sql, self.schema, postings, (ids, lengths))
+            units = (np.asarray(unit_ids, dtype=np.int64), frequencies.postings.lengths)
+            compaction.write_segment(cursor, self._sql, self.schema, postings, units)
             compaction.compact(cursor, self._sql, self.schema)
             self._add_df(cursor, "body_df", frequencies.body_df)
             self._add_df(cursor, "any_df", frequencies.any_df)
@@ -275,13 +275,10 @@ class PostgresIndex:
 
     def _copy_units(
         self, cursor: Any, rows: list[tuple[str, PreparedUnit]], unit_ids: list[int]
-    ) -> Ints:
-        """Write the units with their token arrays; returns their token counts |D|."""
-        lengths = np.zeros(len(rows), dtype=np.int64)
+    ) -> None:
+        """Write the units with their token texts (for taking back df when deleted)."""
         with cursor.copy(self._sql(pg.COPY_UNITS)) as copy:
-            for position, (unit_id, (doc_id, unit)) in enumerate(zip(unit_ids, rows, strict=True)):
-                columns = token_columns(unit)
-                length = sum(len(column) for column in columns)
+            for unit_id, (doc_id, unit) in zip(unit_ids, rows, strict=True):
                 copy.write_row(
                     (
                         unit_id,
@@ -289,19 +286,19 @@ class PostgresIndex:
                         unit.heading,
                         unit.char_start,
                         unit.char_end,
-                        *columns,
-                        length,
+                        unit.title_tokens,
+                        unit.heading_tokens,
+                        unit.body_tokens,
                     )
                 )
-                lengths[position] = length
-        return lengths
 
     def _add_df(self, cursor: Any, table: str, counts: Counter[str]) -> None:
         """Add (or, with negative counts, subtract) document frequencies, in a stable order."""
         if not counts:
             return
         terms = sorted(counts)
-        cursor.execute(self._sql(pg.ADD_DF, table=table), (terms, [counts[term] for term in terms]))
+        values = (terms, [counts[term] for term in terms])
+        cursor.execute(self._sql(pg.ADD_DF, table=table), values, binary=True)
         cursor.execute(self._sql(pg.PRUNE_DF, table=table))
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -319,12 +316,13 @@ class PostgresIndex:
         any_df: Counter[str] = Counter()
         units = tokens = 0
         doomed = []
-        for unit_id, title, heading, body, length in cursor.fetchall():
+        for unit_id, *texts in cursor.fetchall():
+            title, heading, body = (text.split() for text in texts)
             doomed.append(int(unit_id))
             units += 1
-            tokens += length
-            body_df.subtract(set(" ".join(body).split()))
-            any_df.subtract(set(title) | set(heading) | set(body))
+            tokens += len(title) + len(heading) + len(body)
+            body_df.subtract(set(body))
+            any_df.subtract({*title, *heading, *body})
         cursor.execute(self._sql(pg.DELETE_DOCUMENTS), (doc_ids,))
         removed = int(cursor.rowcount)
         self._mark_deleted(cursor, doomed)

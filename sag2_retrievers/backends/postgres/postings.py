@@ -154,4 +154,8 @@ def _ints(values: Sequence[int]) -> Ints:
 
 def concatenated(arrays: Sequence[Ints]) -> Ints:
     """Arrays joined end to end (an empty int64 array for none)."""
-    return np.concatenate(arrays).astype(np.int64) if arrays else np.zeros(0, dtype=np.int64)
+    return (
+        np.concatenate(arrays).astype(np.int64, copy=False)
+        if arrays
+        else np.zeros(0, dtype=np.int64)
+    )

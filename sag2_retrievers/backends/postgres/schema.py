@@ -3,7 +3,7 @@
 Every statement is composed with ``psycopg.sql`` (the schema as an identifier) and every value
 is bound. Postings live in per-term blocks (``blocks.py``); FTS5's ``bm25()`` is computed on
 the client from them by SQLite's scorer functions (``scorer.py``). Token arrays stay in the
-units table for taking back a deleted unit's document frequencies.
+units table (space-joined) for taking back a deleted unit's document frequencies.
 """
 
 from __future__ import annotations
@@ -36,10 +36,9 @@ CREATE_SCHEMA = (
         heading text NOT NULL,
         char_start integer NOT NULL,
         char_end integer NOT NULL,
-        title_tokens text[] NOT NULL,
-        heading_tokens text[] NOT NULL,
-        body_tokens text[] NOT NULL,
-        length integer NOT NULL)""",
+        title_tokens text NOT NULL,
+        heading_tokens text NOT NULL,
+        body_tokens text NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS units_by_doc ON {s}.units(doc_id)",
     # One row per write (or merge) and its units; one block row per term of each segment.
     "CREATE SEQUENCE IF NOT EXISTS {s}.segment_ids",
@@ -93,11 +92,15 @@ COPY_DOCUMENTS = (
     "COPY {s}.documents(doc_id, title, text, metadata, title_phrase, alias_key) FROM STDIN"
 )
 COPY_UNITS = """COPY {s}.units(unit_id, doc_id, heading, char_start, char_end,
-    title_tokens, heading_tokens, body_tokens, length) FROM STDIN"""
+    title_tokens, heading_tokens, body_tokens) FROM STDIN"""
 NEXT_SEGMENT = "SELECT nextval(format('%%I.segment_ids', %s::text)::regclass)"
+# Binary COPY: packed bytes go as they are (no hex text); the column types in order below.
 COPY_SEGMENT = """COPY {s}.segments(segment, min_unit, max_unit, gap_bytes, freq_bytes,
-    count_bytes, position_bytes, span, units, lengths) FROM STDIN"""
-COPY_BLOCKS = "COPY {s}.blocks(term, segment, gaps, freqs, counts, positions) FROM STDIN"
+    count_bytes, position_bytes, span, units, lengths) FROM STDIN (FORMAT BINARY)"""
+SEGMENT_TYPES = ("int8", "int8", "int8", "int2", "int2", "int2", "int2", "int4", "bytea", "bytea")
+COPY_BLOCKS = """COPY {s}.blocks(term, segment, gaps, freqs, counts, positions)
+    FROM STDIN (FORMAT BINARY)"""
+BLOCK_TYPES = ("text", "int8", "bytea", "bytea", "bytea", "bytea")
 SEGMENTS = """SELECT segment, min_unit, gap_bytes, freq_bytes, count_bytes, position_bytes, span,
     units, lengths FROM {s}.segments"""
 OVERLAPPING_SEGMENTS = SEGMENTS + " WHERE max_unit >= %s AND min_unit <= %s"
@@ -117,13 +120,13 @@ DROP_BLOCKS = "DELETE FROM {s}.blocks WHERE segment = ANY(%s)"
 DROP_SEGMENTS = "DELETE FROM {s}.segments WHERE segment = ANY(%s)"
 GENERATION = "SELECT generation, units FROM {s}.totals"
 ADD_DF = """
-    INSERT INTO {s}.{table}(term, df) SELECT * FROM unnest(%s::text[], %s::integer[])
+    INSERT INTO {s}.{table}(term, df) SELECT * FROM unnest(%b::text[], %b::integer[])
     ON CONFLICT (term) DO UPDATE SET df = {table}.df + excluded.df"""
 PRUNE_DF = "DELETE FROM {s}.{table} WHERE df <= 0"
 ADD_TOTALS = """UPDATE {s}.totals
     SET units = units + %s, tokens = tokens + %s, generation = generation + 1"""
 DOOMED_UNITS = """
-    SELECT unit_id, title_tokens, heading_tokens, body_tokens, length FROM {s}.units
+    SELECT unit_id, title_tokens, heading_tokens, body_tokens FROM {s}.units
     WHERE doc_id = ANY(%s)"""
 DELETE_DOCUMENTS = "DELETE FROM {s}.documents WHERE doc_id = ANY(%s)"
 
