@@ -2,12 +2,15 @@
 
 Run from the repository root::
 
-    python benchmarks/postgres_scale.py --sizes 10000 100000 [--dsn DSN] [--questions 50]
+    python benchmarks/postgres_scale.py --sizes 100000 500000 [--dsn DSN] [--questions 50]
 
 Both backends index the same corpus (`scale.corpus_batches`: the shared MuSiQue corpora
 topped up with synthetic passages) in one run, side by side, and answer the same KAG dev
-questions with an instant judge; local time is wall time minus judge time. Without ``--dsn``
-a throw-away PostgreSQL server is started on 127.0.0.1 (the tests' helper) and stopped.
+questions with an instant judge; local time is wall time minus judge time. Peak client RSS
+is this process and its analysis workers during one backend's build and questions (the
+server's memory is not counted). Last, each question's BM25 top 100 is compared between the
+backends, ids and scores. Without ``--dsn`` a throw-away PostgreSQL server is started on
+127.0.0.1 (the tests' helper) and stopped.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from datetime import date
 from pathlib import Path
 
 from _common import KAG_QUESTIONS, git_revision, machine
-from scale import corpus_batches, file_bytes, instant_score
+from scale import corpus_batches, file_bytes, instant_score, peak_rss
 
 from sag2_retrievers import Document, DocumentIndex, SAG2Engine, SQLiteIndex
 from sag2_retrievers.backends.postgres import PostgresIndex
@@ -69,8 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q.question for q in load_questions(KAG_QUESTIONS)][: args.questions]
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
     print(
-        "| passages | backend | build s | MiB on disk | local ms median | local ms p95 |\n"
-        "|---:|---|---:|---:|---:|---:|"
+        "| passages | backend | build s | MiB on disk | local ms median | local ms p95 "
+        "| peak client RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|"
     )
     with server_dsn(args.dsn) as dsn, tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
@@ -78,16 +81,31 @@ def main(argv: list[str] | None = None) -> int:
             lite = SQLiteIndex(path)
             pg = PostgresIndex(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
             for name, index in (("SQLite", lite), ("PostgreSQL", pg)):
-                seconds = build(index, size)
-                size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
-                median, p95 = local_ms(index, questions)
+                with peak_rss() as peak:
+                    seconds = build(index, size)
+                    size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
+                    median, p95 = local_ms(index, questions)
                 print(
                     f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
-                    f"| {median:.1f} | {p95:.1f} |",
+                    f"| {median:.1f} | {p95:.1f} | {peak[0] / 2**20:,.0f} |",
                     flush=True,
                 )
-                index.close()
+                if index is lite:
+                    lite.close()
+            with SQLiteIndex(path, create=False) as lite:
+                same = identical_rankings(lite, pg, questions)
+            pg.close()
+            print(f"\n{size:,}: BM25 top 100 identical (ids and scores) for {same}\n")
     return 0
+
+
+def identical_rankings(lite: SQLiteIndex, pg: PostgresIndex, questions: Sequence[str]) -> str:
+    """How many questions get the very same BM25 top 100 (ids and scores) on both backends."""
+    same = sum(
+        lite.rank_expression(lite.query_terms(q), 100) == pg.rank_expression(pg.query_terms(q), 100)
+        for q in questions
+    )
+    return f"{same} of {len(questions)} questions"
 
 
 if __name__ == "__main__":
