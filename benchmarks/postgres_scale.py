@@ -6,11 +6,11 @@ Run from the repository root::
 
 Both backends index the same corpus (`scale.corpus_batches`: the shared MuSiQue corpora
 topped up with synthetic passages) in one run, side by side, and answer the same KAG dev
-questions with an instant judge; local time is wall time minus judge time. Peak client RSS
-is this process and its analysis workers during one backend's build and questions (the
-server's memory is not counted). Last, each question's BM25 top 100 is compared between the
-backends, ids and scores. Without ``--dsn`` a throw-away PostgreSQL server is started on
-127.0.0.1 (the tests' helper) and stopped.
+questions with an instant judge, taking turns question by question; local time is wall time
+minus judge time. Peak client RSS is this process and its analysis workers during one
+backend's build (the server's memory is not counted). Last, each question's BM25 top 100
+is compared between the backends, ids and scores. Without ``--dsn`` a throw-away
+PostgreSQL server is started on 127.0.0.1 (the tests' helper) and stopped.
 """
 
 from __future__ import annotations
@@ -47,19 +47,26 @@ def build(index: DocumentIndex, size: int) -> float:
     return time.perf_counter() - started
 
 
-def local_ms(index: DocumentIndex, questions: Sequence[str]) -> tuple[float, float]:
-    """Median and p95 local milliseconds per question (wall minus judge)."""
-    engine = SAG2Engine(index, ScriptedJudge(instant_score))
-    engine.retrieve(questions[0])  # warm caches and the loop thread
-    local = []
-    for question in questions:
-        started = time.perf_counter()
-        result = engine.retrieve(question, 10)
-        wall = time.perf_counter() - started
-        local.append(1000 * (wall - sum(r.judge_seconds for r in result.trace)))
-    engine.close()
-    local.sort()
-    return statistics.median(local), local[int(0.95 * (len(local) - 1))]
+def local_ms(indexes: dict[str, DocumentIndex], questions: Sequence[str]) -> dict[str, list[float]]:
+    """Per backend, local milliseconds per question (wall minus judge), sorted; the backends
+    take turns question by question (first one, then the other), so a change in the
+    machine's load falls on both alike."""
+    engines = {
+        name: SAG2Engine(index, ScriptedJudge(instant_score)) for name, index in indexes.items()
+    }
+    for engine in engines.values():
+        engine.retrieve(questions[0])  # warm caches and the loop thread
+    local: dict[str, list[float]] = {name: [] for name in engines}
+    for turn, question in enumerate(questions):
+        order = list(engines) if turn % 2 == 0 else list(reversed(engines))
+        for name in order:
+            started = time.perf_counter()
+            result = engines[name].retrieve(question, 10)
+            wall = time.perf_counter() - started
+            local[name].append(1000 * (wall - sum(r.judge_seconds for r in result.trace)))
+    for engine in engines.values():
+        engine.close()
+    return {name: sorted(times) for name, times in local.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,28 +80,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}.\n")
     print(
         "| passages | backend | build s | MiB on disk | local ms median | local ms p95 "
-        "| peak client RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|"
+        "| peak build RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|"
     )
     with server_dsn(args.dsn) as dsn, tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
             path = Path(tmp) / f"scale-{size}.db"
-            lite = SQLiteIndex(path)
+            with peak_rss() as lite_peak, SQLiteIndex(path) as lite:
+                lite_seconds = build(lite, size)
             pg = PostgresIndex(dsn, schema=f"scale_{uuid.uuid4().hex[:8]}")
-            for name, index in (("SQLite", lite), ("PostgreSQL", pg)):
-                with peak_rss() as peak:
-                    seconds = build(index, size)
-                    size_bytes = file_bytes(path) if index is lite else pg.stats()["bytes"]
-                    median, p95 = local_ms(index, questions)
-                print(
-                    f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
-                    f"| {median:.1f} | {p95:.1f} | {peak[0] / 2**20:,.0f} |",
-                    flush=True,
-                )
-                if index is lite:
-                    lite.close()
+            with peak_rss() as pg_peak:
+                pg_seconds = build(pg, size)
+            built = {
+                "SQLite": (lite_seconds, file_bytes(path), lite_peak[0]),
+                "PostgreSQL": (pg_seconds, pg.stats()["bytes"], pg_peak[0]),
+            }
             with SQLiteIndex(path, create=False) as lite:
+                local = local_ms({"SQLite": lite, "PostgreSQL": pg}, questions)
                 same = identical_rankings(lite, pg, questions)
             pg.close()
+            for name, (seconds, size_bytes, rss) in built.items():
+                times = local[name]
+                p95 = times[int(0.95 * (len(times) - 1))]
+                print(
+                    f"| {size:,} | {name} | {seconds:.1f} | {size_bytes / 2**20:,.0f} "
+                    f"| {statistics.median(times):.1f} | {p95:.1f} | {rss / 2**20:,.0f} |",
+                    flush=True,
+                )
             print(f"\n{size:,}: BM25 top 100 identical (ids and scores) for {same}\n")
     return 0
 
