@@ -36,7 +36,7 @@ from . import schema as pg
 from .blocks import deleted, from_units, length_table, read_segment
 from .filters import compile_postgres
 from .postings import BatchFrequencies, DocumentFrequencies
-from .scorer import BlockScorer, Generation, PhraseHits
+from .scorer import BlockScorer, Generation
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 # A meta row naming how postings are stored; schemas built before posting blocks lack it.
@@ -464,17 +464,15 @@ class PostgresIndex:
 
     def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """Body-level df: tokens from the df table kept at ingest, phrases by their instances."""
-        return self._frequencies(terms, pg.BODY_TOKEN_DF, lambda hits: np.count_nonzero(hits[2]))
+        return self._frequencies(terms, pg.BODY_TOKEN_DF, body=True)
 
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Units matching each term in any field (the "matches nothing" test)."""
-        return self._frequencies(terms, pg.ANY_TOKEN_DF, lambda hits: len(hits[0]))
+        return self._frequencies(terms, pg.ANY_TOKEN_DF, body=False)
 
-    def _frequencies(
-        self, terms: Iterable[str], token_df: str, count: Callable[[PhraseHits], Any]
-    ) -> dict[str, int]:
-        """Per term, a df: a token's from the ``token_df`` table, a phrase's counted by
-        ``count`` on its hits."""
+    def _frequencies(self, terms: Iterable[str], token_df: str, *, body: bool) -> dict[str, int]:
+        """Per term, a df: a token's from the ``token_df`` table, a phrase's from its
+        instances (units holding it in the body, or in any field)."""
         unique = list(dict.fromkeys(terms))
         forms = dict(zip(unique, _phrases(unique), strict=True))
         tokens = [form for form in dict.fromkeys(forms.values()) if form and " " not in form]
@@ -484,8 +482,8 @@ class PostgresIndex:
             if tokens:
                 counts.update(self._fetch(self._sql(token_df), (tokens,)))
             if phrases:
-                for phrase, hits in self._scorer.phrase_hits(self._generation(), phrases).items():
-                    counts[phrase] = count(hits)
+                found = self._scorer.phrase_frequencies(self._generation(), phrases)
+                counts.update({phrase: pair[body] for phrase, pair in found.items()})
         return {term: int(counts.get(form, 0)) for term, form in forms.items()}
 
     def _generation(self) -> Generation:

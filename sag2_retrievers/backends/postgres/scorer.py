@@ -54,6 +54,7 @@ class BlockScorer:
         self._generation: str | None = None
         self._cache: OrderedDict[str, Contribution] = OrderedDict()
         self._cached = 0
+        self._phrase_df: dict[str, tuple[int, int]] = {}
 
     def dense(self, state: Generation, phrases: Sequence[str]) -> tuple[Floats, npt.NDArray[Any]]:
         """Scores of the OR of ``phrases`` for every unit id (phrase order kept, repeats
@@ -122,14 +123,35 @@ class BlockScorer:
         phrases = [t for t in missing if " " in t]
         postings, positional = self._blocks(state, [t for t in missing if " " not in t], phrases)
         computed = {t: token_contribution(stats, *pair) for t, pair in postings.items()}
-        for phrase, (units, freqs, _) in phrase_hits(stats, phrases, positional).items():
-            computed[phrase] = token_contribution(stats, units, freqs)
+        hits = phrase_hits(stats, phrases, positional)
+        computed.update(self._phrases_seen(stats, hits))
         self._remember(stats.generation, computed)
         return {**found, **computed}
 
-    def phrase_hits(self, state: Generation, phrases: Sequence[str]) -> dict[str, PhraseHits]:
-        """Per multiword phrase, its live units with F and body instances (one read)."""
-        return phrase_hits(state.stats, phrases, self._blocks(state, [], phrases)[1])
+    def phrase_frequencies(
+        self, state: Generation, phrases: Sequence[str]
+    ) -> dict[str, tuple[int, int]]:
+        """Per multiword phrase, (units holding it in any field, in the body): remembered
+        for this generation, else from one read of its words' positions."""
+        generation = state.stats.generation
+        with self._lock:
+            self._align(generation)
+            known = {p: self._phrase_df[p] for p in phrases if p in self._phrase_df}
+        missing = [p for p in dict.fromkeys(phrases) if p not in known]
+        if missing:
+            hits = phrase_hits(state.stats, missing, self._blocks(state, [], missing)[1])
+            self._remember(generation, self._phrases_seen(state.stats, hits))
+            known.update({p: _df(hit) for p, hit in hits.items()})
+        return known
+
+    def _phrases_seen(
+        self, stats: Statistics, hits: dict[str, PhraseHits]
+    ) -> dict[str, Contribution]:
+        """Each phrase's contribution from its hits; its document frequencies remembered."""
+        with self._lock:
+            if self._generation == stats.generation:
+                self._phrase_df.update({phrase: _df(hit) for phrase, hit in hits.items()})
+        return {p: token_contribution(stats, units, freqs) for p, (units, freqs, _) in hits.items()}
 
     def _blocks(
         self, state: Generation, tokens: list[str], phrases: Sequence[str]
@@ -150,12 +172,17 @@ class BlockScorer:
         """The cached contributions of ``terms`` at this generation (the cache is emptied
         when the generation changed)."""
         with self._lock:
-            if self._generation != generation:
-                self._generation, self._cache, self._cached = generation, OrderedDict(), 0
+            self._align(generation)
             found = {t: self._cache[t] for t in dict.fromkeys(terms) if t in self._cache}
             for term in found:
                 self._cache.move_to_end(term)
         return found
+
+    def _align(self, generation: str) -> None:
+        """Empty the caches when the index moved to another generation (hold the lock)."""
+        if self._generation != generation:
+            self._generation, self._cache, self._cached = generation, OrderedDict(), 0
+            self._phrase_df = {}
 
     def _remember(self, generation: str, computed: dict[str, Contribution]) -> None:
         """Keep new contributions, dropping the least recently used beyond the budget."""
@@ -201,3 +228,8 @@ def _live(stats: Statistics, units: Ints) -> npt.NDArray[np.bool_]:
     live = np.zeros(len(units), dtype=bool)
     live[inside] = stats.lengths[units[inside]] > 0
     return live
+
+
+def _df(hits: PhraseHits) -> tuple[int, int]:
+    """A phrase's units in any field and in the body, from its hits."""
+    return len(hits[0]), int(np.count_nonzero(hits[2]))
