@@ -7,49 +7,49 @@ transaction, as SQLite's compaction does; ``PostgresIndex.optimize`` merges them
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from . import schema as pg
 from .blocks import FAN_IN, MAX_SEGMENTS, Postings, live_units, merged, read_segment
 from .blocks import write_segment as copy_segment
 
-Compose = Callable[[str], Any]
 
-
-def write_segment(
-    cursor: Any, compose: Compose, schema: str, postings: Postings, units: Any
-) -> None:
+def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> None:
     """COPY ``postings`` as a new segment of ``units`` (ids and |D|) under a fresh id."""
     cursor.execute(pg.NEXT_SEGMENT, (schema,))
     segment = int(cursor.fetchone()[0])
     copy_segment(
-        cursor, (compose(pg.COPY_SEGMENT), compose(pg.COPY_BLOCKS)), segment, postings, units
+        cursor,
+        (pg.compose(pg.COPY_SEGMENT, schema), pg.compose(pg.COPY_BLOCKS, schema)),
+        segment,
+        postings,
+        units,
     )
 
 
-def compact(cursor: Any, compose: Compose, schema: str) -> None:
+def compact(cursor: Any, schema: str) -> None:
     """After a write: merge the smallest segments while there are too many."""
-    cursor.execute(compose(pg.SEGMENT_SIZES))
+    cursor.execute(pg.compose(pg.SEGMENT_SIZES, schema))
     order = [int(row[0]) for row in cursor.fetchall()]
     if len(order) > MAX_SEGMENTS:
-        merge(cursor, compose, schema, order[:FAN_IN])
+        merge(cursor, schema, order[:FAN_IN])
 
 
-def optimize(cursor: Any, compose: Compose, schema: str) -> None:
+def optimize(cursor: Any, schema: str) -> None:
     """Merge every segment into one (deleted units' postings dropped)."""
-    cursor.execute(compose(pg.SEGMENT_SIZES))
-    merge(cursor, compose, schema, [int(row[0]) for row in cursor.fetchall()])
+    cursor.execute(pg.compose(pg.SEGMENT_SIZES, schema))
+    merge(cursor, schema, [int(row[0]) for row in cursor.fetchall()])
 
 
-def merge(cursor: Any, compose: Compose, schema: str, chosen: Sequence[int]) -> None:
+def merge(cursor: Any, schema: str, chosen: Sequence[int]) -> None:
     """Replace the ``chosen`` segments by one holding their live postings."""
     if not chosen:
         return
-    cursor.execute(compose(pg.CHOSEN_SEGMENTS), (list(chosen),))
+    cursor.execute(pg.compose(pg.CHOSEN_SEGMENTS, schema), (list(chosen),))
     segments = [read_segment(row) for row in cursor.fetchall()]
-    cursor.execute(compose(pg.SEGMENT_BLOCKS), (list(chosen),))
+    cursor.execute(pg.compose(pg.SEGMENT_BLOCKS, schema), (list(chosen),))
     postings = merged(segments, cursor.fetchall())
-    cursor.execute(compose(pg.DROP_BLOCKS), (list(chosen),))
-    cursor.execute(compose(pg.DROP_SEGMENTS), (list(chosen),))
-    write_segment(cursor, compose, schema, postings, live_units(segments))
+    cursor.execute(pg.compose(pg.DROP_BLOCKS, schema), (list(chosen),))
+    cursor.execute(pg.compose(pg.DROP_SEGMENTS, schema), (list(chosen),))
+    write_segment(cursor, schema, postings, live_units(segments))

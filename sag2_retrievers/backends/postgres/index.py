@@ -243,8 +243,8 @@ class PostgresIndex:
             frequencies = analysed.statistics
             postings = from_units(frequencies.postings, unit_ids)
             units = (np.asarray(unit_ids, dtype=np.int64), frequencies.postings.lengths)
-            compaction.write_segment(cursor, self._sql, self.schema, postings, units)
-            compaction.compact(cursor, self._sql, self.schema)
+            compaction.write_segment(cursor, self.schema, postings, units)
+            compaction.compact(cursor, self.schema)
             self._add_df(cursor, "body_df", frequencies.body_df)
             self._add_df(cursor, "any_df", frequencies.any_df)
             cursor.execute(self._sql(pg.ADD_TOTALS), (len(rows), frequencies.tokens))
@@ -253,7 +253,7 @@ class PostgresIndex:
     def optimize(self) -> None:
         """Merge every posting segment into one, dropping deleted units' postings."""
         with self._write() as cursor:
-            compaction.optimize(cursor, self._sql, self.schema)
+            compaction.optimize(cursor, self.schema)
             cursor.execute(self._sql(pg.ADD_TOTALS), (0, 0))
 
     def _copy_documents(self, cursor: Any, documents: Sequence[Document]) -> None:
@@ -492,7 +492,9 @@ class PostgresIndex:
         generation, rows = self._fetch(self._sql(pg.GENERATION))[0]
         state = self._state
         if state is None or state.stats.generation != str(generation):
-            segments = [read_segment(row) for row in self._fetch_binary(self._sql(pg.SEGMENTS))]
+            segments = [
+                read_segment(row) for row in self._fetch_binary(self._sql(pg.SEGMENT_HEADERS))
+            ]
             lengths = length_table(segments)
             stats = Statistics(
                 str(generation), int(rows), int(lengths.sum()) / max(rows, 1), lengths

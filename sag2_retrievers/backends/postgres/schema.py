@@ -101,11 +101,12 @@ SEGMENT_TYPES = ("int8", "int8", "int8", "int2", "int2", "int2", "int2", "int4",
 COPY_BLOCKS = """COPY {s}.blocks(term, segment, gaps, freqs, counts, positions)
     FROM STDIN (FORMAT BINARY)"""
 BLOCK_TYPES = ("text", "int8", "bytea", "bytea", "bytea", "bytea")
-SEGMENTS = """SELECT segment, min_unit, gap_bytes, freq_bytes, count_bytes, position_bytes, span,
+_HEADERS = """SELECT segment, min_unit, gap_bytes, freq_bytes, count_bytes, position_bytes, span,
     units, lengths FROM {s}.segments"""
-OVERLAPPING_SEGMENTS = SEGMENTS + " WHERE max_unit >= %s AND min_unit <= %s"
+SEGMENT_HEADERS = _HEADERS
+OVERLAPPING_SEGMENTS = f"{_HEADERS} WHERE max_unit >= %s AND min_unit <= %s"
 SEGMENT_SIZES = "SELECT segment FROM {s}.segments ORDER BY octet_length(units), segment"
-CHOSEN_SEGMENTS = SEGMENTS + " WHERE segment = ANY(%s)"
+CHOSEN_SEGMENTS = f"{_HEADERS} WHERE segment = ANY(%s)"
 SET_LENGTHS = "UPDATE {s}.segments SET lengths = %s WHERE segment = %s"
 # Positions are read (detoasted) only for the terms in %(positional)s: a phrase's words.
 BLOCKS = """
