@@ -77,7 +77,7 @@ def client(
 
 
 def run_clients(
-    where: tuple[str, str], clients: int, questions: Sequence[str]
+    where: tuple[str, str], clients: int, questions: Sequence[str], warm_up: Sequence[str]
 ) -> tuple[float, float]:
     """Questions per second over all clients, and the p95 of a question's wall ms."""
     start, results = SPAWN.Barrier(clients + 1), SPAWN.Queue()
