@@ -6,9 +6,11 @@ from .config import SAG2Config
 from .documents import Document, Unit
 from .engine import SAG2Engine
 from .errors import (
+    IndexBusyError,
     IndexFullError,
     IndexSettingsMismatchError,
     IndexUnavailableError,
+    IngestError,
     InvalidInputError,
     JudgeConfigurationError,
     JudgeError,
@@ -27,10 +29,12 @@ __all__ = [
     "Document",
     "DocumentIndex",
     "Filters",
+    "IndexBusyError",
     "IndexFullError",
     "IndexSettings",
     "IndexSettingsMismatchError",
     "IndexUnavailableError",
+    "IngestError",
     "InvalidInputError",
     "Judge",
     "JudgeConfigurationError",

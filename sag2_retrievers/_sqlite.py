@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import IndexFullError, InvalidInputError
+from .errors import IndexBusyError, IndexFullError, InvalidInputError
 
 SQLITE_FULL = 13  # sqlite3.SQLITE_FULL, which Python 3.10 does not name
+SQLITE_BUSY = 5
 
 BUSY_TIMEOUT_SECONDS = 30.0
+# A cache waits this long for another writer, then skips its write: a query never waits
+# out a long write elsewhere, and never fails, for the sake of a cache.
+CACHE_BUSY_TIMEOUT_SECONDS = 1.0
+
+logger = logging.getLogger(__name__)
 
 
 def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
@@ -37,6 +44,30 @@ def connect(path: str | Path, *, read_only: bool = False) -> sqlite3.Connection:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = NORMAL")
     return connection
+
+
+def connect_cache(path: str | Path) -> sqlite3.Connection:
+    """A connection for a cache table: as `connect`, with the cache's short busy timeout."""
+    connection = connect(path)
+    connection.execute(f"PRAGMA busy_timeout = {int(CACHE_BUSY_TIMEOUT_SECONDS * 1000)}")
+    return connection
+
+
+def write_cache(
+    connection: sqlite3.Connection, statement: str, rows: Sequence[Sequence[Any]], what: str
+) -> None:
+    """Write cache rows in one transaction, or skip them with a warning when another process
+    holds the file's write lock (the rows can be computed again; the query goes on)."""
+    try:
+        write_many(connection, statement, rows)
+    except sqlite3.OperationalError as error:
+        if not is_busy(error):
+            raise
+        logger.warning(
+            "skipped caching %d %s: busy: another process is writing to the cache file",
+            len(rows),
+            what,
+        )
 
 
 def json_list(values: Iterable[Any], what: str) -> str:
@@ -75,4 +106,22 @@ def raise_if_full(error: sqlite3.OperationalError, path: str | Path) -> None:
         raise IndexFullError(
             f"{str(path)!r}: the disk or the file's size limit is full ({error}); nothing was "
             "written and the file is unchanged. Free space (or move the file) and retry"
+        ) from error
+
+
+def is_busy(error: sqlite3.Error) -> bool:
+    """Whether SQLite gave up waiting for a lock another connection holds (SQLITE_BUSY)."""
+    code = getattr(error, "sqlite_errorcode", None)  # Python 3.11+
+    if code is not None:
+        return bool(code & 0xFF == SQLITE_BUSY)
+    return "database is locked" in str(error)
+
+
+def raise_if_busy(error: sqlite3.Error, path: str | Path) -> None:
+    """Turn SQLITE_BUSY into an IndexBusyError saying that another process is writing."""
+    if is_busy(error):
+        raise IndexBusyError(
+            f"{str(path)!r} is busy: another process is writing to it (waited "
+            f"{BUSY_TIMEOUT_SECONDS:g} s for its write lock); nothing was written. Retry "
+            "when that write has finished"
         ) from error

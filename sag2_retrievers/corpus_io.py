@@ -1,4 +1,5 @@
-"""Read user corpora (JSON lists, title -> sentences dicts, JSONL) and add them to an index."""
+"""Read user corpora (JSON lists, title -> sentences dicts, JSONL, text files) and add them to
+an index, skipping documents stored already with the same text and metadata."""
 
 from __future__ import annotations
 
@@ -14,67 +15,86 @@ from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
+from .input_files import parse_json, printable_path, read_text, text_lines
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
-TEXT_SUFFIXES = frozenset({".txt", ".md", ".markdown"})
+TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
 CORPUS_SUFFIXES = frozenset({".json"}) | JSONL_SUFFIXES
 DEFAULT_BATCH_SIZE = 2_000
+# A batch also ends at this much text, so a progress bar of large files advances every few
+# seconds and a batch's memory stays bounded (2,000 changelogs can hold 200 MB).
+DEFAULT_BATCH_CHARS = 2_000_000
+MAX_SNIFF_BYTES = 65_536
+
+
+class BlankFileError(InvalidInputError):
+    """A text file holds no text, so it makes no document."""
 
 
 @dataclass(frozen=True)
 class IngestReport:
-    """What an ingest did: records read, batches committed, and units written."""
+    """What an ingest did: records read, batches committed, units written, and documents
+    left as they were because the index already held them unchanged."""
 
     records: int
     batches: int
     units_written: int
+    unchanged: int = 0
 
 
-def read_corpus(path: str | os.PathLike[str]) -> Iterator[Document]:
+def read_corpus(path: str | os.PathLike[str], fallback: str | None = None) -> Iterator[Document]:
     """Yield the documents of a corpus file, streaming JSONL line by line.
 
     Accepted shapes: a JSON list of ``{title, text}`` records (HippoRAG), a JSON object mapping
-    each title to a list of sentences (HotpotQA), or JSONL with one ``{id?, title?, text,
-    metadata?}`` object per line. A record without ``id`` gets its passage's content id
-    (``Passage.doc_id``), so the same title and text always get the same id.
+    each title to a list of sentences (HotpotQA), JSONL with one ``{id?, title?, text,
+    metadata?}`` object per line, or a text file, one document (`text_document`). A record
+    without ``id`` gets its passage's content id (``Passage.doc_id``), so the same title and
+    text always get the same id. ``fallback`` is the encoding of text that is not UTF-8.
     """
     corpus = Path(path)
     if not corpus.is_file():
         raise InvalidInputError(f"corpus file {str(corpus)!r} does not exist or is not a file")
-    if corpus.suffix.lower() in JSONL_SUFFIXES or _looks_like_jsonl(corpus):
-        return _read_jsonl(corpus)
-    return _read_json(corpus)
+    kind = corpus_kind(corpus)
+    if kind == "jsonl":
+        return _read_jsonl(corpus, fallback)
+    if kind == "json":
+        return _read_json(corpus, fallback)
+    folder = Path(os.path.abspath(corpus)).parent.resolve()
+    return iter([text_document(corpus, folder, printable_path(corpus.name), fallback)])
 
 
-def read_folder(folder: Path, warn: Callable[[str], None]) -> Iterator[Document]:
-    """Yield the documents of every .txt/.md/.json/.jsonl file under ``folder``, in path order.
+def corpus_kind(path: Path) -> str:
+    """How a file is read: "json", "jsonl" or "text", by its suffix, else by its first line."""
+    suffix = path.suffix.lower()
+    if suffix in CORPUS_SUFFIXES:
+        return "jsonl" if suffix in JSONL_SUFFIXES else "json"
+    with path.open("rb") as handle:
+        head = handle.read(MAX_SNIFF_BYTES)
+    start = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n").split("\n", 1)[0]
+    try:
+        if isinstance(json.loads(start), dict):
+            return "jsonl"
+    except (ValueError, RecursionError):
+        pass
+    return "json" if suffix not in TEXT_SUFFIXES and start[:1] in ("[", "{") else "text"
 
-    Corpus files (.json, .jsonl) are read as `read_corpus` reads them. Each text file is one
-    document by the rules the framework adapters follow (adapter_kit.py): its id is its path,
-    its title its markdown H1 or else its file name; blank files are skipped, each with a
-    warning. Other files are ignored.
+
+def text_document(path: Path, folder: Path, relative: str, fallback: str | None = None) -> Document:
+    """A text file as one document by the adapters' rules (adapter_kit.py).
+
+    Its id is ``relative``, its path inside the indexed ``folder`` (resolved), so the id does
+    not depend on how the folder was spelled; its title is its markdown H1, else its file
+    name. Raises ``BlankFileError`` for a file with no text.
     """
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and not _hidden(p, folder))
-    if not any(p.suffix.lower() in TEXT_SUFFIXES | CORPUS_SUFFIXES for p in files):
-        raise InvalidInputError(
-            f"folder {str(folder)!r} holds no .txt, .md, .json or .jsonl file to index"
-        )
-    for path in files:
-        suffix = path.suffix.lower()
-        if suffix in CORPUS_SUFFIXES:
-            yield from read_corpus(path)
-        elif suffix in TEXT_SUFFIXES:
-            text = _decoded(path.read_bytes(), path, None)
-            if not text.strip():
-                warn(f"skipped {str(path)!r}: the file has no text")
-                continue
-            metadata = {"file_path": str(path), "file_name": path.name}
-            yield Document(str(path), text, document_title(text, metadata, None), metadata)
-
-
-def _hidden(path: Path, folder: Path) -> bool:
-    """Whether a file lies in a hidden folder or is hidden itself (.git, .DS_Store...)."""
-    return any(part.startswith(".") for part in path.relative_to(folder).parts)
+    text = read_text(path, fallback)
+    if not text.strip():
+        raise BlankFileError(f"{relative}: the file has no text")
+    metadata = {
+        "file_path": str(folder / relative),
+        "file_name": relative.rsplit("/", 1)[-1],
+        "folder": str(folder),
+    }
+    return Document(relative, text, document_title(text, metadata, None), metadata)
 
 
 def document_from_record(record: Any, where: str) -> Document:
@@ -91,11 +111,11 @@ def document_from_record(record: Any, where: str) -> Document:
         raise InvalidInputError(f"{where}: `title` must be a string")
     if not isinstance(metadata, Mapping):
         raise InvalidInputError(f"{where}: `metadata` must be an object")
-    doc_id = _record_id(record, where) or Passage(title, text).doc_id
+    doc_id = _record_id(record, where) or _content_id(title, text, where)
     try:
         return Document(doc_id, text, title, dict(metadata))
     except InvalidInputError as error:
-        raise InvalidInputError(f"{where}: {error}") from error
+        raise InvalidInputError(f"{where}: {error}") from None
 
 
 def add_in_batches(
@@ -103,80 +123,71 @@ def add_in_batches(
     documents: Iterable[Document],
     *,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_chars: int = DEFAULT_BATCH_CHARS,
     on_batch: Callable[[int], None] | None = None,
+    skip_unchanged: bool = False,
 ) -> IngestReport:
-    """Add documents in batches of ``batch_size``, one transaction each, calling ``on_batch``.
+    """Add documents in batches of ``batch_size`` (or ``batch_chars`` of text), one
+    transaction each, calling ``on_batch`` with each batch's document count.
 
     A later record with the same id replaces an earlier one, inside a batch as across batches
-    (upsert). An interrupted ingest keeps every batch committed before the interruption.
+    (upsert). With ``skip_unchanged``, a document the index holds already with the same text,
+    title and metadata is not rewritten (``on_batch`` counts it too). An interrupted ingest
+    keeps every batch committed before the interruption.
     """
-    if batch_size < 1:
-        raise InvalidInputError(f"batch size must be at least 1, got {batch_size}")
-    counts = {"records": 0, "batches": 0}
+    if batch_size < 1 or batch_chars < 1:
+        raise InvalidInputError(
+            f"batch size and characters must be at least 1, got {batch_size}, {batch_chars}"
+        )
+    counts = {"records": 0, "batches": 0, "unchanged": 0}
+
+    def changed(batch: dict[str, Document]) -> list[Document]:
+        kept = [doc for doc in batch.values() if not (skip_unchanged and _stored(index, doc))]
+        counts["unchanged"] += len(batch) - len(kept)
+        if on_batch is not None and len(kept) < len(batch):
+            on_batch(len(batch) - len(kept))
+        counts["batches"] += bool(kept)
+        return kept
 
     def batches() -> Iterator[list[Document]]:
         batch: dict[str, Document] = {}
+        chars = 0
         for document in documents:
             counts["records"] += 1
             batch[document.id] = document
-            if len(batch) >= batch_size:
-                counts["batches"] += 1
-                yield list(batch.values())
-                batch = {}
+            chars += len(document.text)
+            if len(batch) >= batch_size or chars >= batch_chars:
+                yield changed(batch)
+                batch, chars = {}, 0
         if batch:
-            counts["batches"] += 1
-            yield list(batch.values())
+            yield changed(batch)
 
     units = index.ingest(batches(), on_batch=on_batch)
-    return IngestReport(counts["records"], counts["batches"], units)
+    return IngestReport(counts["records"], counts["batches"], units, counts["unchanged"])
 
 
-def _decoded(raw: bytes, path: Path, line: int | None) -> str:
-    """UTF-8 text (a leading byte-order mark is dropped), or an error naming file and line."""
-    try:
-        return raw.decode("utf-8-sig" if line in (None, 1) else "utf-8")
-    except UnicodeDecodeError as error:
-        where = f"{path}: line {line}" if line is not None else str(path)
-        raise InvalidInputError(
-            f"{where}: not valid UTF-8 text (byte {error.start}); save the corpus as UTF-8"
-        ) from None
+def _stored(index: DocumentIndex, document: Document) -> bool:
+    """Whether the index holds this document already with the same text, title and metadata."""
+    stored = index.document(document.id)
+    return (
+        stored is not None
+        and not document.heading
+        and (stored.text, stored.title, stored.metadata_json)
+        == (document.text, document.title, document.metadata_json)
+    )
 
 
-def _looks_like_jsonl(path: Path) -> bool:
-    """True when a file with an unknown suffix holds a complete JSON object on its first line."""
-    if path.suffix.lower() == ".json":
-        return False
-    with path.open("rb") as handle:
-        first = _decoded(next((line for line in handle if line.strip()), b""), path, 1)
-    try:
-        return isinstance(json.loads(first), dict)
-    except json.JSONDecodeError:
-        return False
-
-
-def _read_jsonl(path: Path) -> Iterator[Document]:
+def _read_jsonl(path: Path, fallback: str | None) -> Iterator[Document]:
     """Documents of a JSONL file, one per non-blank line; errors name the line number."""
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            line = _decoded(raw, path, number)
-            if not line.strip():
-                continue
+    for number, line in text_lines(path, fallback):
+        if line.strip():
             where = f"{path}: line {number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise InvalidInputError(f"{where}: not valid JSON ({error.msg})") from error
-            yield document_from_record(record, where)
+            yield document_from_record(parse_json(line, where, "one JSON object per line"), where)
 
 
-def _read_json(path: Path) -> Iterator[Document]:
+def _read_json(path: Path, fallback: str | None) -> Iterator[Document]:
     """Documents of a whole-file JSON corpus: a list of records or a title -> sentences dict."""
-    try:
-        payload = json.loads(_decoded(path.read_bytes(), path, None))
-    except json.JSONDecodeError as error:
-        raise InvalidInputError(
-            f"{path}: not valid JSON ({error}); JSONL files need a .jsonl suffix"
-        ) from error
+    payload = parse_json(read_text(path, fallback), str(path), "JSONL files need a .jsonl suffix")
     if isinstance(payload, list):
         return (
             document_from_record(record, f"{path}: record {number}")
@@ -199,10 +210,22 @@ def _document_from_sentences(title: str, sentences: Any, path: Path) -> Document
             f"{path}: entry {title!r}: value must be a list of sentence strings"
         )
     text = "".join(sentences)
+    where = f"{path}: entry {title!r}"
     try:
-        return Document(Passage(title, text).doc_id, text, title)
+        return Document(_content_id(title, text, where), text, title)
     except InvalidInputError as error:
-        raise InvalidInputError(f"{path}: entry {title!r}: {error}") from error
+        raise InvalidInputError(f"{where}: {error}") from None
+
+
+def _content_id(title: str, text: str, where: str) -> str:
+    """The passage's content id, refusing text that is not valid Unicode (a lone surrogate)."""
+    try:
+        return Passage(title, text).doc_id
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"{where}: title or text holds a character that is not valid Unicode text (a lone "
+            f"surrogate at position {error.start})"
+        ) from None
 
 
 def _record_id(record: Mapping[str, Any], where: str) -> str | None:

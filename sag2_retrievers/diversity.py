@@ -3,27 +3,12 @@
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 RESIDUAL_EPSILON = 1e-10
-_WORD = re.compile(r"[^\W_]+")
-
-
-def word_tokens(text: str) -> list[str]:
-    """The lowercased words (runs of letters and digits) of a text, stopwords kept."""
-    return _WORD.findall(text.lower())
-
-
-def local_df(token_lists: Sequence[Sequence[str]]) -> Counter[str]:
-    """How many of the given token lists hold each token (df over the reordered units)."""
-    df: Counter[str] = Counter()
-    for tokens in token_lists:
-        df.update(set(tokens))
-    return df
 
 
 def tfidf_vectors(

@@ -90,10 +90,15 @@ def _metadata_json(doc_id: str, metadata: object) -> str:
 
 
 def _check_metadata_keys(doc_id: str, metadata: Mapping[Any, Any]) -> None:
-    """Every mapping key, at any depth, must be a string; nesting is bounded."""
+    """Every mapping key, at any depth, must be a string; nesting is bounded; no key or
+    string holds NUL (PostgreSQL's jsonb cannot store it, so neither backend does)."""
     stack: list[tuple[object, int]] = [(metadata, 0)]
     while stack:
         value, depth = stack.pop()
+        if isinstance(value, str) and "\x00" in value:
+            raise InvalidInputError(
+                f"document {doc_id!r}: metadata string {value!r} contains a NUL character"
+            )
         if depth > MAX_METADATA_DEPTH:
             raise InvalidInputError(
                 f"document {doc_id!r}: metadata is nested deeper than {MAX_METADATA_DEPTH} levels"
@@ -104,7 +109,7 @@ def _check_metadata_keys(doc_id: str, metadata: Mapping[Any, Any]) -> None:
                     raise InvalidInputError(
                         f"document {doc_id!r}: metadata key {key!r} is not a string"
                     )
-                stack.append((item, depth + 1))
+                stack.extend([(key, depth + 1), (item, depth + 1)])
         elif isinstance(value, (list, tuple)):
             stack.extend((item, depth + 1) for item in value)
 

@@ -15,10 +15,10 @@ from typing import Any, TypeVar
 
 from .backends.base import Filters, LexicalBackend
 from .config import SAG2Config
-from .diversity import cosine_matrix, greedy_dpp_order, local_df, tfidf_vectors, word_tokens
+from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
-from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
+from .expansion import ExpansionTerm, Seed, TermIndex, expansion_candidates, select_terms
 from .filters import parse_filters
 from .judges.base import (
     ALLOW_REMOTE_ENV,
@@ -30,9 +30,12 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
+from .paper_analyzer import sentence_words
+from .paper_diversity import diversity_words, paper_dpp_order, word_vectors
+from .paper_terms import PhraseTermIndex
 from .query import analysed_question, check_limit, check_question, query_terms
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
-from .text import Profile, tokenize
+from .text import Profile, question_words
 
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
@@ -206,7 +209,7 @@ class SAG2Engine:
         expr = parse_filters(filters)  # once, so a bad filter fails before any query
         state = _Retrieval(
             question,
-            frozenset(tokenize(analysed_question(question), profile=self._profile)),
+            frozenset(question_words(analysed_question(question), self._profile)),
             query_terms(self.index, question, config.max_query_tokens),
             expr,
         )
@@ -266,15 +269,19 @@ class SAG2Engine:
             return None
         state.seed_history.extend(seeds)
         sentences = self.index.expansion_units(seeds)
-        seed_records = [Seed(u, state.scores[u], sentences.get(u, [])) for u in seeds]
+        seed_records = [
+            Seed(u, state.scores[u], sentences.get(u, []), self._sentence_words(state, u))
+            for u in seeds
+        ]
+        term_index = self._term_index()
         terms = select_terms(
-            self.index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
+            term_index, seed_records, state.question_tokens, config.expansion_terms, state.n_units
         )
         if not terms:
             state.stop_reason = f"no expansion term for round {round_}"
             return None
         new = expansion_candidates(
-            self.index,
+            term_index,
             terms,
             state.query_terms,
             excluded=set(state.scores),
@@ -413,25 +420,40 @@ class SAG2Engine:
         """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order.
 
         "sag2" vectors use the stored analyzer tokens with unit-level df over the index;
-        "paper" ones the lowercased words of the bodies with df over those units (§4.8).
+        "paper" ones follow the port (`paper_diversity`).
         """
         top = ranking[: self.config.diversity_top]
         if len(top) <= 2:
             return ranking
         if self._profile == "paper":
-            token_lists = [word_tokens(state.units[u].body) for u in top]
-            vectors = tfidf_vectors(token_lists, local_df(token_lists), len(top))
-        else:
-            sentences = self.index.expansion_units(top)
-            token_lists = [
-                [tok for s in sentences.get(u, []) for term in s for tok in term.split()]
-                for u in top
-            ]
-            df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
-            vectors = tfidf_vectors(token_lists, df, state.n_units)
+            return self._paper_diversified(state, top) + ranking[len(top) :]
+        sentences = self.index.expansion_units(top)
+        token_lists = [
+            [tok for s in sentences.get(u, []) for term in s for tok in term.split()] for u in top
+        ]
+        df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
+        vectors = tfidf_vectors(token_lists, df, state.n_units)
         quality = [state.scores[u] for u in top]
         order = greedy_dpp_order(quality, cosine_matrix(vectors))
         return [top[i] for i in order] + ranking[len(top) :]
+
+    def _paper_diversified(self, state: _Retrieval, top: list[int]) -> list[int]:
+        """The port's diversity step: body words, idf over the corpus's documents."""
+        bodies = [state.units[u].body for u in top]
+        words = {w for body in bodies for w in diversity_words(body)}
+        documents, df = self.index.word_document_frequencies(words)
+        order = paper_dpp_order([state.scores[u] for u in top], word_vectors(bodies, df, documents))
+        return [top[i] for i in order]
+
+    def _sentence_words(self, state: _Retrieval, unit_id: int) -> list[frozenset[str]] | None:
+        """Each sentence's words for the question-connection test ("paper" only)."""
+        if self._profile != "paper":
+            return None
+        return [frozenset(words) for words in sentence_words(state.units[unit_id].body)]
+
+    def _term_index(self) -> TermIndex:
+        """The index as expansion reads it: "paper" terms are words matched as phrases."""
+        return PhraseTermIndex(self.index) if self._profile == "paper" else self.index
 
     @property
     def _profile(self) -> Profile:

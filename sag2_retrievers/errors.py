@@ -19,8 +19,16 @@ class IndexUnavailableError(SAG2Error):
     """SQLite lacks a feature the index needs (FTS5), or the file is not a SAG2 index."""
 
 
+class IndexBusyError(IndexUnavailableError):
+    """Another process held the index file's write lock for longer than the busy timeout."""
+
+
 class IndexFullError(SAG2Error):
     """The disk, or a size limit on the index file, is full: the write was rolled back."""
+
+
+class IngestError(SAG2Error):
+    """Analysis for an ingest did not finish: a worker process died or did not answer in time."""
 
 
 class JudgeError(SAG2Error):

@@ -4,19 +4,55 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from .backends.base import Filters, LexicalBackend
+from .backends.base import Filters
+
+
+class TermIndex(Protocol):
+    """The index reads term selection and expansion make (a `LexicalBackend` has them all;
+    the "paper" profile passes a `paper_terms.PhraseTermIndex`)."""
+
+    def unit_count(self) -> int:
+        """The number of units."""
+        ...
+
+    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
+        """Body-level df per term."""
+        ...
+
+    def expand(
+        self,
+        required_terms: Sequence[str],
+        scoring_terms: Sequence[str],
+        exclude: Collection[int],
+        limit: int,
+        *,
+        filters: Filters | None = None,
+    ) -> dict[str, list[int]]:
+        """Per required term, its top unseen units under the scoring terms."""
+        ...
+
+    def title_phrases(self, phrases: Collection[str]) -> set[str]:
+        """The given phrases that are multiword corpus titles."""
+        ...
 
 
 @dataclass(frozen=True)
 class Seed:
-    """An expansion seed: a unit's id, its judge score, and its sentences' expansion units."""
+    """An expansion seed: a unit's id, its judge score, and its sentences' expansion units.
+
+    ``context`` optionally gives each sentence's own words for the question-connection test
+    (the "paper" profile: all words of the sentence, even those crossing a name's edge);
+    by default they are the words of its units.
+    """
 
     unit_id: int
     score: float
     sentences: Sequence[Sequence[str]]
+    context: Sequence[frozenset[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,9 +100,12 @@ def term_bases(
     for seed in seeds:
         tf: Counter[str] = Counter()
         connection: dict[str, float] = {}
-        for sentence in seed.sentences:
+        for position, sentence in enumerate(seed.sentences):
             tf.update(sentence)
-            tokens = {token for term in sentence for token in term.split(" ")}
+            if seed.context is None:
+                tokens = {token for term in sentence for token in term.split(" ")}
+            else:
+                tokens = set(seed.context[position])
             ctx = sum(question_idf[q] for q in tokens & question_tokens)
             for term in sentence:
                 connection[term] = max(connection.get(term, 0.0), ctx)
@@ -100,7 +139,7 @@ def top_terms(priorities: Mapping[str, float], limit: int) -> list[ExpansionTerm
 
 
 def select_terms(
-    index: LexicalBackend,
+    index: TermIndex,
     seeds: Sequence[Seed],
     question_tokens: frozenset[str],
     limit: int,
@@ -144,7 +183,7 @@ def interleave(lists: Sequence[Sequence[int]], limit: int) -> list[int]:
 
 
 def expansion_candidates(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[ExpansionTerm],
     query_terms: Sequence[str],
     excluded: Collection[int],
@@ -171,7 +210,7 @@ def expansion_candidates(
 
 
 def _repaired_terms(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[str],
     unmatched: set[str],
     excluded: Collection[int],
@@ -192,7 +231,7 @@ def _repaired_terms(
 
 
 def _with_unseen_match(
-    index: LexicalBackend,
+    index: TermIndex,
     terms: Sequence[str],
     excluded: Collection[int],
     filters: Filters | None,
@@ -205,7 +244,7 @@ def _with_unseen_match(
 
 
 def _title_subphrase(
-    index: LexicalBackend, name: str, excluded: Collection[int], filters: Filters | None
+    index: TermIndex, name: str, excluded: Collection[int], filters: Filters | None
 ) -> str:
     """The longest sub-phrase (>= 2 words) of a name that is a title with unseen matches."""
     words = name.split(" ")

@@ -22,7 +22,8 @@ Values and their semantics:
 - ``$gt``/``$gte``/``$lt``/``$lte`` take a number or a string and compare within that type
   only (numbers numerically, strings by code point); a missing key never matches;
 - rejected: NaN and infinities, integers outside SQLite's 64-bit range, strings holding NUL,
-  other types, empty ``$and``/``$or`` lists, and nesting deeper than `MAX_DEPTH` groups.
+  other types, empty ``$and``/``$or`` lists, nesting deeper than `MAX_DEPTH` groups, and more
+  than `MAX_CONDITIONS` conditions in all (a wide ``$or`` of equalities is one ``$in``).
 
 Each backend's compiler (``backends/*/filters.py``) binds every value and path as an SQL
 parameter; only fixed SQL text is ever assembled.
@@ -43,6 +44,9 @@ OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 COMPARISONS = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 MAX_DEPTH = 32
 MAX_LIST_VALUES = 10_000
+# Each condition binds up to 9 SQL parameters: 2,000 stay within SQLite's smallest default
+# limit of 32,766 (and PostgreSQL's 65,535).
+MAX_CONDITIONS = 2_000
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _SEGMENT = r'(?:[A-Za-z_][A-Za-z0-9_]*|"[^"\x00]+")'
 KEY_PATTERN = re.compile(rf"{_SEGMENT}(?:\.{_SEGMENT})*")
@@ -147,13 +151,27 @@ def parse_filters(raw: Mapping[str, Any] | FilterExpr | None) -> FilterExpr | No
         return None
     if isinstance(raw, (Condition, AllOf, AnyOf)):
         _check_tree(raw, 0)
-        return raw
-    if not isinstance(raw, Mapping):
+        expr: FilterExpr = raw
+    elif isinstance(raw, Mapping):
+        expr = _parse_mapping(raw, 0)
+    else:
         raise InvalidInputError(
             "filters must be a mapping of metadata key to value(s), or a FilterExpr"
         )
-    expr = _parse_mapping(raw, 0)
+    conditions = count_conditions(expr)
+    if conditions > MAX_CONDITIONS:
+        raise InvalidInputError(
+            f"filters hold {conditions:,} conditions, more than the limit of "
+            f"{MAX_CONDITIONS:,}; write alternatives on one key as one $in list"
+        )
     return None if expr == AllOf(()) else expr
+
+
+def count_conditions(expr: FilterExpr) -> int:
+    """The number of conditions in an expression tree."""
+    if isinstance(expr, Condition):
+        return 1
+    return sum(count_conditions(clause) for clause in expr.clauses)
 
 
 def _parse_mapping(raw: Mapping[Any, Any], depth: int) -> FilterExpr:

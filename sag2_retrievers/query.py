@@ -6,12 +6,13 @@ the query terms, and with them the rankings, are the same on each.
 
 from __future__ import annotations
 
-import unicodedata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
+from . import paper_analyzer
 from .backends.base import Filters, LexicalBackend, SearchHit
 from .errors import InvalidInputError
-from .text import Profile, distinct_tokens, fold_accents, name_runs, tokenize
+from .paper_analyzer import match_phrase, paper_words
+from .text import Profile, distinct_tokens, fold_accents, tokenize
 
 MAX_QUESTION_CHARS = 100_000
 ANALYSED_QUESTION_CHARS = 4_000
@@ -81,17 +82,22 @@ def search_hits(
 
 
 def alias_key(term: str, profile: Profile = "sag2") -> str:
-    """The accent-folded form of a term under which a title alias is stored."""
+    """The accent-folded form of a term under which a title alias is stored ("paper": the
+    port's key, "" for a title without Latin accents)."""
+    if profile == "paper":
+        return paper_analyzer.alias_key(term)
     return " ".join(tokenize(fold_accents(term), profile=profile))
 
 
 def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
     """The first distinct tokens of a checked question's analysed part, repaired by title
-    aliases when unmatched: single tokens ("sag2") or capitalised name spans ("paper")."""
+    aliases when unmatched: single tokens ("sag2"), or any span that is a title's alias
+    ("paper", whose terms are the words' phrases, `paper_analyzer.match_phrase`)."""
     profile = backend.settings.analyzer_profile
     text = analysed_question(question)
     if profile == "paper":
-        return list(dict.fromkeys(repair_name_spans(backend, text)))[:max_tokens]
+        words = list(dict.fromkeys(repair_alias_spans(backend, text)))[:max_tokens]
+        return [phrase for phrase in map(match_phrase, words) if phrase]
     tokens = distinct_tokens(text, max_tokens, profile=profile)
     return list(dict.fromkeys(repair_terms(backend, tokens)))
 
@@ -114,27 +120,45 @@ def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
     ]
 
 
-def repair_name_spans(backend: LexicalBackend, question: str) -> list[str]:
-    """The question's tokens after the paper's repair: each capitalised name span that matches
-    nothing, and whose accent-folded form is a title's alias that matches, becomes that
-    title's tokens, each a separate term ("Jose Cancela" -> those of "José Cancela")."""
-    text = unicodedata.normalize("NFKC", question)
-    spans = name_runs(text, "paper")
-    phrases = {span: " ".join(tokenize(text[span[0] : span[1]], profile="paper")) for span in spans}
-    keys = {span: alias_key(text[span[0] : span[1]], "paper") for span in spans}
-    aliases = backend.title_aliases(set(keys.values()))
-    titles = {span: aliases[key] for span, key in keys.items() if key in aliases}
-    # Only spans with an alias can change, so only they and their titles need a match count.
-    looked_up = [term for span, title in titles.items() for term in (phrases[span], title)]
-    counts = backend.document_frequencies_any(term for term in looked_up if term)
-    tokens: list[str] = []
+def repair_alias_spans(backend: LexicalBackend, question: str) -> list[str]:
+    """The question's words after the port's repair: scanning left to right, the longest
+    span that is a title's alias (casefolded) and whose words match nothing becomes that
+    title's words when the title matches ("Jose Cancela" -> those of "José Cancela")."""
+    spans = paper_analyzer.alias_spans(question)
+    aliases = backend.title_aliases({question[s:e].casefold() for s, e in spans})
+    chosen = _leftmost_longest(question, spans, aliases)
+    if not chosen:
+        return paper_words(question)
+    sources = {
+        span: match_phrase(" ".join(paper_words(question[span[0] : span[1]]))) for span in chosen
+    }
+    titles = {span: aliases[question[span[0] : span[1]].casefold()] for span in chosen}
+    counts = backend.document_frequencies_any(
+        [p for p in (*sources.values(), *titles.values()) if p]
+    )
+    words: list[str] = []
     position = 0
-    for span in spans:
-        tokens += tokenize(text[position : span[0]], profile="paper")
-        title = titles.get(span)
-        if title is not None and counts.get(phrases[span], 0) == 0 and counts[title] > 0:
-            tokens += title.split(" ")
+    for span in chosen:
+        words += paper_words(question[position : span[0]])
+        if counts.get(sources[span], 0) == 0 and counts.get(titles[span], 0) > 0:
+            words += titles[span].split(" ")
         else:
-            tokens += phrases[span].split(" ") if phrases[span] else []
+            words += paper_words(question[span[0] : span[1]])
         position = span[1]
-    return tokens + tokenize(text[position:], profile="paper")
+    return words + paper_words(question[position:])
+
+
+def _leftmost_longest(
+    question: str, spans: Sequence[tuple[int, int]], aliases: Collection[str]
+) -> list[tuple[int, int]]:
+    """Scanning left to right, the longest alias span at each start, never overlapping (the
+    port's alternation of alias keys, longest first)."""
+    longest: dict[int, int] = {}
+    for start, end in spans:
+        if question[start:end].casefold() in aliases:
+            longest[start] = max(end, longest.get(start, 0))
+    chosen: list[tuple[int, int]] = []
+    for start in sorted(longest):
+        if not chosen or start >= chosen[-1][1]:
+            chosen.append((start, longest[start]))
+    return chosen

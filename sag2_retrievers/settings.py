@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from .backends.bm25 import BM25_WEIGHTS
 from .errors import IndexSettingsMismatchError, InvalidInputError
-from .text import ANALYZER_VERSION, DEFAULT_PROFILE, FTS_TOKENIZERS, PROFILES, STOPWORDS
+from .text import ANALYZER_VERSIONS, DEFAULT_PROFILE, FTS_TOKENIZERS, PROFILES, STOPWORDS
 
 SCHEMA_VERSION = "3"  # 3: postings segments, contentless FTS5, no stored expansion
 # How units get their heading field (markdown.py); files built before it have empty headings.
@@ -68,11 +68,12 @@ class IndexSettings:
         return FTS_TOKENIZERS[self.analyzer_profile]
 
     def as_meta(self) -> dict[str, str]:
-        """The settings, plus the fixed analyzer and scoring versions, as meta rows."""
+        """The settings, plus the profile's analyzer version and the scoring versions, as meta
+        rows (a "paper" file of an older analyzer version is refused: rebuild it)."""
         rows = {key: _meta_text(value) for key, value in asdict(self).items()}
         rows.update(
             schema_version=SCHEMA_VERSION,
-            analyzer_version=ANALYZER_VERSION,
+            analyzer_version=ANALYZER_VERSIONS[self.analyzer_profile],
             stopwords=" ".join(sorted(STOPWORDS)),
             fts_tokenizer=self.fts_tokenizer,
             bm25_weights=",".join(str(w) for w in BM25_WEIGHTS),

@@ -9,23 +9,21 @@ lowercase ASCII word but "c++" and "c#". Other scripts (Cyrillic, Greek, Devanag
 give runs of letters, digits and marks, where jieba would emit single characters.
 
 Two profiles (``IndexSettings.analyzer_profile``; every function takes it explicitly):
-"sag2", the rules above, and "paper", the reference reading of the paper (§3.1): jieba's
-treatment of non-ASCII text (accented Latin letters and other scripts one character at a
-time), name words of letters only, and the space-joined tokens indexed under plain
-``unicode61`` (hyphens and dots separate terms; single diacritics removed). docs/method.md
-compares them.
+"sag2", the rules above, and "paper", the authors' port's rules (paper_analyzer.py: jieba's
+words over the whole text, joined runs kept whole, indexed under plain ``unicode61``, where
+hyphens and dots separate terms and single diacritics are removed). docs/method.md compares
+them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import io
-import logging
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
+
+from ._jieba import tokenizer as jieba_tokenizer
 
 ANALYZER_VERSION = "2"  # 2: tokens pass through the unicode61-equivalent final_tokens
 
@@ -44,6 +42,8 @@ DEFAULT_PROFILE: Profile = "sag2"
 SAG2_FTS_TOKENIZER = "unicode61 remove_diacritics 2 tokenchars '-.'"
 PAPER_FTS_TOKENIZER = "unicode61"
 FTS_TOKENIZERS: dict[str, str] = {"sag2": SAG2_FTS_TOKENIZER, "paper": PAPER_FTS_TOKENIZER}
+# Each profile's analyzer version, recorded in meta. "paper" 3: the port's token pass (issue 21).
+ANALYZER_VERSIONS: dict[str, str] = {"sag2": ANALYZER_VERSION, "paper": "3"}
 
 _LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
@@ -53,14 +53,8 @@ _RUN = re.compile(
     rf"(?P<latin>{_LATIN_RUN.pattern})|(?P<han>[{_HAN}]+)|(?P<other>[^\s{_ASCII_PUNCT}{_LATIN}{_HAN}]+)"
 )
 _JOINERS = re.compile(r"[.\-]")
-_ASCII_RUN = re.compile(r"[0-9a-z]+(?:[.\-][0-9a-z]+)*")
 _ASCII_WORD = re.compile(r"[0-9a-z]+")
 _ASCII_SEPARATORS = re.compile(r"[^0-9a-z]+")
-# jieba's own Han range (re_han_default); outside it jieba yields single characters.
-_JIEBA_HAN = "\u4e00-\u9fd5"
-_PAPER_RUN = re.compile(
-    rf"(?P<ascii>{_ASCII_RUN.pattern})|(?P<han>[{_JIEBA_HAN}]+)|(?P<char>[^\s0-9a-z{_JIEBA_HAN}])"
-)
 _JOINED_RUN = re.compile(rf"[{_LATIN}][.\-][{_LATIN}]")
 _NON_LATIN_WORD_CHAR = re.compile(rf"[^\W_{_LATIN}]")
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+|\n\s*")
@@ -70,14 +64,6 @@ _CAPITALISED_WORD = rf"(?:(?:[{_UPPER}]\.)+|[{_UPPER}][\w'’\-]*)"
 # a longer word): a leading class lets the regex engine skip non-capitals quickly.
 _FIRST_CAPITALISED_WORD = rf"[{_UPPER}](?<![\w'’\-.][{_UPPER}])(?:\.(?:[{_UPPER}]\.)*|[\w'’\-]*)"
 _NAME_RUN = re.compile(rf"{_FIRST_CAPITALISED_WORD}(?:[ \t]+{_CAPITALISED_WORD})+(?![\w'’\-]|\.\w)")
-_LETTERS = r"[^\W\d_]*"
-_PAPER_NAME_WORD = rf"(?:[{_UPPER}]\.|[{_UPPER}]{_LETTERS}(?:[\-'’][{_UPPER}]{_LETTERS})*)"
-# A paper name starts where no word, joiner or dot precedes it, and its last word is not
-# followed by a letter, a digit or a dotted continuation (so "Kim Jong-un" gives "Kim Jong",
-# and "The U.S. Army" no name: "U.S." is not one initial).
-_PAPER_NAME_RUN = re.compile(
-    rf"(?<![\w'’\-.]){_PAPER_NAME_WORD}(?:[ \t]+{_PAPER_NAME_WORD})+(?![^\W_]|\.\w)"
-)
 
 
 def normalize(text: str) -> str:
@@ -88,6 +74,16 @@ def normalize(text: str) -> str:
 def tokenize(text: str, *, profile: Profile = DEFAULT_PROFILE) -> list[str]:
     """The analyzer's tokens of ``text`` in order, stopwords removed."""
     return tokenize_normalized(normalize(text), profile=profile)
+
+
+def question_words(text: str, profile: Profile = DEFAULT_PROFILE) -> list[str]:
+    """The words a question's expansion tests compare with: its tokens ("sag2"), or the
+    port's words before unicode61 ("paper", matching those of the expansion units)."""
+    if profile == "paper":
+        from .paper_analyzer import paper_words
+
+        return paper_words(text)
+    return tokenize(text, profile=profile)
 
 
 def distinct_tokens(
@@ -124,19 +120,11 @@ def tokenize_normalized(
 
 
 def _paper_tokens(normalized: str) -> list[str]:
-    """The paper profile's tokens: what jieba does to non-ASCII text, one character at a time
-    outside its Han range, with the same handling of connected ASCII runs."""
-    if normalized.isascii():
-        return final_tokens(_latin_tokens(_ASCII_RUN.findall(normalized)), "paper")
-    tokens: list[str] = []
-    for match in _PAPER_RUN.finditer(normalized):
-        if match.lastgroup == "ascii":
-            tokens.extend(_latin_tokens([match.group()]))
-        elif match.lastgroup == "han":
-            tokens.extend(_jieba_tokens(match.group()))
-        elif _is_token(match.group()):
-            tokens.append(match.group())
-    return final_tokens(tokens, "paper")
+    """The paper profile's token stream: the port's words (paper_analyzer.py) as plain
+    ``unicode61`` indexes them."""
+    from .paper_analyzer import words_of_normalized
+
+    return final_tokens(words_of_normalized(normalized), "paper")
 
 
 def final_tokens(tokens: list[str], profile: Profile = DEFAULT_PROFILE) -> list[str]:
@@ -271,7 +259,7 @@ def _script_words(segment: str) -> list[str]:
 def _jieba_tokens(segment: str) -> list[str]:
     """Segment a run of Han characters with jieba, adding dictionary sub-words of long words."""
     tokens: list[str] = []
-    for word in _jieba().cut(segment, HMM=True):
+    for word in jieba_tokenizer().cut(segment, HMM=True):
         if _is_token(word):
             tokens.append(word)
         if len(word) > 2:
@@ -281,7 +269,7 @@ def _jieba_tokens(segment: str) -> list[str]:
 
 def _cjk_subwords(word: str) -> list[str]:
     """2-character (3-character) dictionary sub-words of a CJK word longer than 2 (3)."""
-    freq = _jieba().FREQ
+    freq = jieba_tokenizer().FREQ
     subs = [word[i : i + 2] for i in range(len(word) - 1) if freq.get(word[i : i + 2])]
     if len(word) > 3:
         subs += [word[i : i + 3] for i in range(len(word) - 2) if freq.get(word[i : i + 3])]
@@ -296,17 +284,6 @@ def _is_token(piece: str) -> bool:
 def _has_letter(text: str) -> bool:
     """True when the text holds at least one letter."""
     return any(ch.isalpha() for ch in text)
-
-
-@functools.cache
-def _jieba() -> Any:
-    """jieba's default tokenizer, loaded once per process without printing anything."""
-    import jieba
-
-    jieba.setLogLevel(logging.WARNING)
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        jieba.dt.initialize()
-    return jieba.dt
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -332,15 +309,13 @@ def _follows_initial(text: str, dot: int) -> bool:
     return dot >= 1 and "A" <= text[dot - 1] <= "Z" and not before.isalpha()
 
 
-def name_runs(sentence: str, profile: Profile = DEFAULT_PROFILE) -> list[tuple[int, int]]:
+def name_runs(sentence: str) -> list[tuple[int, int]]:
     """Ranges of maximal runs of >= 2 capitalised words (initials count; Jean-Luc is one word).
 
-    "sag2" words may hold digits and continue past a hyphen or apostrophe ("Elmo's",
-    "B-52", "Jong-un"); "paper" words are one initial or letters only, joined to another
-    capitalised part by a hyphen or apostrophe ("Jean-Luc", "O'Brien").
+    Words may hold digits and continue past a hyphen or apostrophe ("Elmo's", "B-52",
+    "Jong-un"). (The "paper" profile's names follow the port: paper_analyzer.py.)
     """
-    pattern = _PAPER_NAME_RUN if profile == "paper" else _NAME_RUN
-    return [match.span() for match in pattern.finditer(sentence)]
+    return [match.span() for match in _NAME_RUN.finditer(sentence)]
 
 
 @dataclass(frozen=True)
@@ -360,7 +335,7 @@ def analyze_body(body: str, profile: Profile = DEFAULT_PROFILE) -> UnitAnalysis:
     """Tokenise a unit's body and derive each sentence's expansion units (names as phrases).
 
     "sag2" builds the token stream sentence by sentence; "paper" tokenises the body in one
-    pass (jieba then sees Han text across sentence breaks).
+    pass (jieba then sees Han text across sentence breaks), as the port does.
     """
     return _analysis(body, profile, with_sentences=True)
 
@@ -374,14 +349,14 @@ def body_tokens(body: str, profile: Profile = DEFAULT_PROFILE) -> tuple[str, ...
 def _analysis(body: str, profile: Profile, with_sentences: bool) -> UnitAnalysis:
     """The body's tokens, and its sentences' expansion units when ``with_sentences``
     (otherwise none); the token stream is built the same way either way."""
+    if profile == "paper":
+        return _paper_analysis(body, with_sentences)
     nfkc = unicodedata.normalize("NFKC", body)
     lowered = nfkc.lower()
     if len(lowered) != len(nfkc):
         lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
-    if profile == "paper" and not with_sentences:
-        return UnitAnalysis(tuple(tokenize_normalized(lowered, profile=profile)), ())
     latin_only = is_latin_only(lowered)
-    runs = name_runs(nfkc, profile) if with_sentences else []
+    runs = name_runs(nfkc) if with_sentences else []
     tokens: list[str] = []
     sentences: list[tuple[str, ...]] = []
     next_run = 0
@@ -399,9 +374,16 @@ def _analysis(body: str, profile: Profile, with_sentences: bool) -> UnitAnalysis
                 )
             next_run += 1
         sentences.append(expansion_units(names, sentence_tokens))
-    if profile == "paper":
-        tokens = tokenize_normalized(lowered, profile=profile)
     return UnitAnalysis(tuple(tokens), tuple(sentences))
+
+
+def _paper_analysis(body: str, with_sentences: bool) -> UnitAnalysis:
+    """The "paper" profile's analysis: the body's stream in one pass, and its sentences'
+    expansion units by the port's rules (words before unicode61, names after them)."""
+    from .paper_analyzer import sentence_units
+
+    tokens = tuple(_paper_tokens(normalize(body)))
+    return UnitAnalysis(tokens, sentence_units(body) if with_sentences else ())
 
 
 def expansion_units(names: list[list[str]], sentence_tokens: list[str]) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from .documents import Unit
 from .results import RetrievalResult, RoundTrace
 
 SNIPPET_CHARS = 160
+SHOWN_ROWS = 10  # judged rows shown per round before the rest is folded
 ROW_HEIGHT = 22
 # Chain picture: three columns of labels, each cut to LABEL_CHARS (about LABEL_WIDTH pixels).
 COLUMN_X = (8, 300, 600)
@@ -103,14 +104,23 @@ def render_trace_html(page: TracePage) -> str:
         "<h1>SAG2 retrieval trace</h1>",
         f'<p class="question" id="question">{_e(result.question)}</p>',
         f'<p class="meta" id="summary">{_e(_summary(page))}</p>',
-        *sections,
+        _contents(result.trace),
         _final_section(page),
+        *sections,
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>SAG2 trace: {_e(result.question[:80])}</title>"
         f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
     )
+
+
+def _contents(traces: Sequence[RoundTrace]) -> str:
+    """Links to the final ranking and to each round, so a long page is one click deep."""
+    links = ['<a href="#final">Final ranking</a>'] + [
+        f'<a href="#round-{trace.round}">Round {trace.round}</a>' for trace in traces
+    ]
+    return f'<nav id="contents">{" &middot; ".join(links)}</nav>'
 
 
 def _summary(page: TracePage) -> str:
@@ -245,9 +255,15 @@ def _pool_table(page: TracePage, trace: RoundTrace) -> str:
         f"<td>{'new' if u in new else 'again'}</td><td>{_passage(page, u)}</td></tr>"
         for rank, (u, score) in enumerate(scored, start=1)
     ]
+    head = "<thead><tr><th>#</th><th>score</th><th></th><th>passage</th></tr></thead>"
+    table = f'<h3>Judge scores</h3><table class="pool">{head}<tbody>{"".join(rows[:SHOWN_ROWS])}'
+    if len(rows) <= SHOWN_ROWS:
+        return table + "</tbody></table>"
+    # The long tail is folded: one row per judged passage stays, for search and for counts.
     return (
-        f'<h3>Judge scores</h3><table class="pool"><thead><tr><th>#</th><th>score</th>'
-        f"<th></th><th>passage</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'{table}</tbody></table><details class="tail"><summary>{len(rows) - SHOWN_ROWS} '
+        f'more judged passages</summary><table class="pool">{head}<tbody>'
+        f"{''.join(rows[SHOWN_ROWS:])}</tbody></table></details>"
     )
 
 
@@ -271,9 +287,11 @@ def _passage(page: TracePage, unit_id: int) -> str:
     if unit is None:
         return f"<em>unit {unit_id} (deleted)</em>"
     snippet = unit.body if len(unit.body) <= SNIPPET_CHARS else unit.body[:SNIPPET_CHARS] + "..."
+    where = unit.heading or f"characters {unit.char_start:,}-{unit.char_end:,}"
     return (
         f"<details><summary><strong>{_e(unit.title or unit.doc_id)}</strong> "
-        f"{_e(snippet)}</summary>{_e(unit.body)}</details>"
+        f'<span class="where">({_e(where)})</span> {_e(snippet)}</summary>{_e(unit.body)}'
+        "</details>"
     )
 
 

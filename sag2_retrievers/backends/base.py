@@ -130,6 +130,11 @@ class LexicalBackend(Protocol):
         """The given phrases that are multiword corpus titles."""
         ...
 
+    def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents, and how many documents' texts hold each given word
+        (`paper_diversity.diversity_words`): the "paper" profile's diversity idf."""
+        ...
+
 
 @runtime_checkable
 class DocumentIndex(LexicalBackend, Protocol):

@@ -9,17 +9,23 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as WaitTimeout  # not the builtin before 3.11
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..documents import Document, chunk_spans, validated_batch
+from ..errors import IngestError
 from ..markdown import find_headings, unit_heading
 from ..settings import IndexSettings
 from ..text import Profile, body_tokens, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0
+# A worker that analyses slower than this (jieba does about 190,000 Han characters a
+# second here) is taken to be stuck: no wait in ingest is unbounded.
+ANALYSIS_GRACE_SECONDS = 60.0
+ANALYSIS_MIN_CHARS_PER_SECOND = 5_000
 
 StatisticsT = TypeVar("StatisticsT")
 
@@ -94,13 +100,38 @@ def start_preparing(
     # One slice per worker: each slice's statistics are merged by the writer, and fewer,
     # larger slices make that cheaper (SQLite's postings: 22 ms vs 60 ms for 8 slices).
     size = max(1, -(-len(texts) // worker_count()))
-    futures: list[Future[PreparedBatch[StatisticsT]]] = [
-        executor.submit(
-            _prepare_many, texts[start : start + size], chunk_chars, profile, statistics
+    slices = [texts[start : start + size] for start in range(0, len(texts), size)]
+    futures: list[tuple[int, Future[PreparedBatch[StatisticsT]]]] = [
+        (
+            sum(len(text) for *_, text in part),
+            executor.submit(_prepare_many, part, chunk_chars, profile, statistics),
         )
-        for start in range(0, len(texts), size)
+        for part in slices
     ]
-    return lambda: _merged([future.result() for future in futures], statistics)
+    return lambda: _merged([_analysed(chars, future) for chars, future in futures], statistics)
+
+
+def analysis_seconds(chars: int) -> float:
+    """How long a worker may take to analyse a slice of ``chars`` characters."""
+    return ANALYSIS_GRACE_SECONDS + chars / ANALYSIS_MIN_CHARS_PER_SECOND
+
+
+def _analysed(chars: int, future: Future[PreparedBatch[StatisticsT]]) -> PreparedBatch[StatisticsT]:
+    """A slice's analysis from its worker, waited for at most `analysis_seconds`."""
+    seconds = analysis_seconds(chars)
+    try:
+        return future.result(timeout=seconds)
+    except WaitTimeout as error:
+        raise IngestError(
+            f"an analysis worker did not finish {chars:,} characters in {seconds:.0f} s; "
+            "nothing of this batch was written (earlier batches were). Retry, or ingest "
+            "with parallel=False to analyse in this process"
+        ) from error
+    except BrokenExecutor as error:
+        raise IngestError(
+            f"an analysis worker process died ({error}); nothing of this batch was written "
+            "(earlier batches were). Retry, or ingest with parallel=False"
+        ) from error
 
 
 def pipelined_ingest(
@@ -118,6 +149,23 @@ def pipelined_ingest(
     full is written even when reading a later one fails, so an interruption keeps every
     committed batch; a failed write stops the ingest. ``on_batch`` gets each batch's size.
     """
+    try:
+        return _ingest_in_order(batches, write, settings, statistics, executor, on_batch)
+    except IngestError:
+        if executor is not None:  # its workers are stuck or dead: the next ingest forks anew
+            executor.shutdown(wait=False, cancel_futures=True)
+        raise
+
+
+def _ingest_in_order(
+    batches: Iterable[Iterable[Document]],
+    write: Callable[[list[Document], PreparedBatch[StatisticsT]], int],
+    settings: IndexSettings,
+    statistics: UnitStatistics[StatisticsT],
+    executor: Executor | None,
+    on_batch: Callable[[int], None] | None,
+) -> int:
+    """`pipelined_ingest`'s loop: analyse ahead, write in order, keep what was read."""
     ahead = 1 if executor is None else 2
     units = 0
     pending: deque[tuple[list[Document], Callable[[], PreparedBatch[StatisticsT]]]] = deque()
@@ -218,10 +266,11 @@ class AnalysisPool(Executor):
             return self._pool.submit(fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        """Shut the workers down, if any were started."""
+        """Shut the workers down, if any were started (the next task forks new ones)."""
         with self._lock:
             if self._pool is not None:
                 self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+                self._pool = None
 
 
 def start_worker() -> None:

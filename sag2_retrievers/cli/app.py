@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     handler: Callable[[argparse.Namespace], int] = args.handler
+    _tolerant_output()
     try:
         return handler(args)
     except UsageError as error:
@@ -44,8 +46,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"SQLite: {error}; check that --db names a SAG2 index file", EXIT_FAILURE)
     except OSError as error:
         return _fail(_file_problem(error), EXIT_FAILURE)
+    except MemoryError:
+        return _fail(
+            "out of memory; give a large corpus as JSONL, or lower --batch-size", EXIT_FAILURE
+        )
     except KeyboardInterrupt:
         return _fail("interrupted", EXIT_INTERRUPTED)
+
+
+def _tolerant_output() -> None:
+    """Let a terminal that cannot show a character (an ASCII locale) get an escape instead of
+    a UnicodeEncodeError traceback halfway through the results."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def _file_problem(error: OSError) -> str:

@@ -33,6 +33,17 @@ DEFAULT_CONCURRENCY = {
     "fake": 4,
 }
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+JUDGE_DESCRIPTIONS = {
+    "local": "the offline pool judge (lexical evidence features; nothing to prepare)",
+    "local-pool": "the offline pool judge (lexical evidence features; nothing to prepare)",
+    "local-learned": "the offline MiniLM logistic judge (embeds each passage it first judges)",
+    "local-similarity": "the offline MiniLM similarity judge (embeds each passage it first judges)",
+    "jev": "JEV, the paper's hosted judge (sends passages to its API)",
+    "openai": "your OpenAI-compatible model (sends passages to its server)",
+    "fake": "a deterministic word-overlap judge for tests",
+}
+# Judges that encode passages with MiniLM at question time, the first time they see them.
+EMBEDDING_JUDGES = frozenset({"local-learned", "local-similarity"})
 
 
 class HelpFormat(argparse.ArgumentDefaultsHelpFormatter):
@@ -151,6 +162,23 @@ def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
     )
 
 
+def describe_judge(args: argparse.Namespace) -> str:
+    """The chosen judge's name and what it is, for a command's first line of output."""
+    name = _judge_name(args)
+    return f"judge: {name}, {JUDGE_DESCRIPTIONS[name]}"
+
+
+def announce_embedding(args: argparse.Namespace) -> None:
+    """Say on stderr, before a silent wait, that a MiniLM judge is about to embed passages."""
+    name = _judge_name(args)
+    if name in EMBEDDING_JUDGES and not getattr(args, "quiet", False):
+        print(
+            f"{PROG}: {name} embeds the passages it has not judged before (kept in the index "
+            "file): 15-35 s for a new question on 2 cores, about 1 s once they are cached",
+            file=sys.stderr,
+        )
+
+
 def _judge_name(args: argparse.Namespace) -> str:
     """The --judge option, else the default judge."""
     return str(args.judge or default_judge_name())
@@ -195,9 +223,16 @@ def make_parent(path: str) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
 
 
-def preview(text: str) -> str:
-    """The text on one line, shortened to about 200 characters."""
+def preview(text: str, terms: Iterable[str] = ()) -> str:
+    """The text on one line, shortened to about 200 characters around the first place one of
+    ``terms`` occurs (what matched), else from its start."""
     flat = " ".join(text.split())
     if len(flat) <= TEXT_PREVIEW_CHARS:
         return flat
-    return flat[:TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0] + " ..."
+    folded = flat.casefold()
+    found = [at for term in terms if (at := folded.find(term.casefold())) >= 0]
+    start = max(0, min(found, default=0) - TEXT_PREVIEW_CHARS // 4)
+    if start:
+        start = flat.find(" ", start) + 1 or start
+    shown = flat[start : start + TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0]
+    return ("... " if start else "") + shown + " ..."

@@ -26,6 +26,7 @@ from .common import (
     build_index,
     chosen_judge,
     concurrency,
+    describe_judge,
     positive_int,
 )
 from .eval import evaluate_with_progress
@@ -82,10 +83,21 @@ async def _demo_run(
     """SAG2 with the chosen judge (its embedding cache in the demo index) on the questions."""
     judge = chosen_judge(args, db_path=db)
     print(
-        f"judge {judge.identity}; {index.document_count():,} passages; {len(questions)} questions"
+        f"{describe_judge(args)} [{judge.identity}]; {index.document_count():,} passages; "
+        f"{len(questions)} questions"
     )
+    print(DEMO_LEGEND)
     options = EvalOptions("sag2", SAG2Config(hops=args.hops), None, concurrency(args))
     return await evaluate_with_progress(index, questions, judge, options, args)
+
+
+DEMO_LEGEND = (
+    "Each question lists its top 5 and any gold passage in its top 10. round: 0 = a BM25 "
+    "candidate, 1-2 = found by expansion (passage -> term -> passage); score: the judge's "
+    "probability that the passage supplies a needed fact; gold: a passage the dataset marks "
+    "as supporting the answer. R@k: % of gold passages in the top k; AE@10: % of questions "
+    "with every gold passage in the top 10."
+)
 
 
 def _print_chain(number: int, total: int, run: QuestionRun) -> None:

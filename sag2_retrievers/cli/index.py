@@ -8,10 +8,19 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..backends.base import DocumentIndex
 from ..backends.sqlite import SQLiteIndex, remove_index_files
-from ..corpus_io import DEFAULT_BATCH_SIZE, add_in_batches, read_corpus, read_folder
+from ..corpus_folder import SKIP_REASONS, UNREADABLE, FolderCorpus, FolderTally
+from ..corpus_io import (
+    DEFAULT_BATCH_CHARS,
+    DEFAULT_BATCH_SIZE,
+    IngestReport,
+    add_in_batches,
+    read_corpus,
+)
 from ..documents import Document
-from ..errors import SAG2Error
+from ..errors import InvalidInputError, SAG2Error
+from ..input_files import checked_encoding
 from ..settings import IndexSettings
 from ..text import DEFAULT_PROFILE, PROFILES
 from .common import (
@@ -27,6 +36,8 @@ from .common import (
     warn,
 )
 
+SETTING_OPTIONS = {"chunk_chars": "--chunk-chars", "analyzer_profile": "--profile"}
+
 
 def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> None:
     """``sag2 index CORPUS --db PATH``."""
@@ -38,26 +49,49 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
     )
     command.add_argument(
         "corpus",
-        help="JSON list of {title, text}, title -> [sentences], JSONL, or a folder of "
-        ".txt/.md/.json/.jsonl files (searched recursively; a text file's id is its path)",
+        help="JSON list of {title, text}, title -> [sentences], JSONL, a text file, or a "
+        "folder (searched recursively: .json/.jsonl files as corpora, every other text file "
+        "as one document whose id is its path inside the folder)",
     )
     command.add_argument(
         "--db", required=True, help="index file (created if absent), or a postgresql:// URL"
     )
     command.add_argument(
-        "--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE, help="documents per commit"
+        "--batch-size",
+        type=positive_int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"documents per commit (a batch also ends at {DEFAULT_BATCH_CHARS:,} characters)",
     )
     command.add_argument(
         "--chunk-chars",
         type=positive_int,
         help=f"target unit size of a new index (default: {IndexSettings().chunk_chars}; "
-        "an existing index keeps its own)",
+        "an existing index keeps its own: another value is refused)",
     )
     command.add_argument(
         "--profile",
         choices=PROFILES,
         help=f"analyzer profile of a new index (default: {DEFAULT_PROFILE}; 'paper' reproduces "
-        "the paper's reference rankings, see docs/method.md; an existing index keeps its own)",
+        "the paper's reference rankings, see docs/method.md; an existing index keeps its own: "
+        "another profile is refused)",
+    )
+    command.add_argument(
+        "--glob",
+        action="append",
+        metavar="PATTERN",
+        help="in a folder, read only files whose path matches (repeatable; e.g. '*.rst', "
+        "'README*'; default: every file that is not binary or hidden)",
+    )
+    command.add_argument(
+        "--encoding",
+        help="encoding of text that is not UTF-8 and has no byte-order mark (e.g. latin-1, "
+        "cp1252); default: such files are listed and the command fails after the others",
+    )
+    command.add_argument(
+        "--skip-unreadable",
+        action="store_true",
+        help="in a folder, skip files that cannot be read (not UTF-8, not a valid .json/.jsonl "
+        "corpus) with a warning instead of failing after the others are indexed",
     )
     command.set_defaults(handler=run_index)
 
@@ -65,60 +99,145 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
 def run_index(args: argparse.Namespace) -> int:
     """Stream a corpus file or folder into the index in committed batches; print a summary.
 
-    When the index file is new and nothing could be committed, it is removed again, so a
-    failed first ingest leaves no empty index behind.
+    Documents stored already with the same text and metadata are not rewritten. When the
+    index file is new and nothing could be committed, it is removed again, so a failed first
+    ingest leaves no empty index behind. Unreadable files of a folder fail the command after
+    every other file is indexed, unless --encoding or --skip-unreadable says what to do.
     """
+    fallback = checked_encoding(args.encoding)
     corpus = Path(args.corpus)
-    documents = read_folder(corpus, warn) if corpus.is_dir() else read_corpus(corpus)
+    tally = FolderTally() if corpus.is_dir() else None
     if is_server(args.db):
-        return _index_on_server(args, documents)
+        return _index_on_server(args, corpus, tally, fallback)
     existed = Path(args.db).exists()
     make_parent(args.db)
     started = time.perf_counter()
     try:
         with SQLiteIndex(args.db, _requested_settings(args)) as index:
-            with progress(args, "indexing", "doc") as bar:
-                report = add_in_batches(
-                    index, documents, batch_size=args.batch_size, on_batch=bar.update
-                )
+            report = _ingest(args, index, corpus, tally, fallback)
             stats = index.stats()
     except BaseException:
         if not existed and _holds_no_documents(args.db):
             remove_index_files(args.db)
         raise
     print(
-        f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
+        f"indexed {_records(report, tally)} in {time.perf_counter() - started:.2f} s: "
         f"{args.db} holds {stats['documents']:,} documents, {stats['units']:,} units, "
-        f"{file_bytes(args.db):,} bytes"
+        f"{file_bytes(args.db):,} bytes" + _files(tally)
     )
-    return EXIT_OK
+    return _unreadable_outcome(args, tally)
 
 
-def _index_on_server(args: argparse.Namespace, documents: Iterable[Document]) -> int:
+def _ingest(
+    args: argparse.Namespace,
+    index: DocumentIndex,
+    corpus: Path,
+    tally: FolderTally | None,
+    fallback: str | None,
+) -> IngestReport:
+    """Read the corpus into the index under a progress bar (its total: the files found)."""
+    if tally is None:
+        documents: Iterable[Document] = read_corpus(corpus, fallback)
+        total = None
+    else:
+        folder = FolderCorpus.at(corpus, args.glob or (), fallback)
+        files = folder.files()
+        documents, total = folder.documents(files, tally), len(files)
+    with progress(args, "indexing", "doc", total=total) as bar:
+        if tally is not None:
+            tally.on_skip = bar.update
+        report = add_in_batches(
+            index, documents, batch_size=args.batch_size, on_batch=bar.update, skip_unchanged=True
+        )
+    if tally is not None:
+        _warn_skipped(tally)
+        if tally.read == 0:
+            raise InvalidInputError(
+                f"folder {str(corpus)!r} holds no file to index: {tally.summary()}"
+            )
+    return report
+
+
+def _warn_skipped(tally: FolderTally) -> None:
+    """One warning per blank, unreadable or out-of-folder file (the others are counted)."""
+    for reason in ("blank", "outside", *UNREADABLE):
+        for relative in tally.skipped.get(reason, ()):
+            problem = tally.problems.get(relative)
+            warn(
+                f"skipped {problem}" if problem else f"skipped {relative!r}: {SKIP_REASONS[reason]}"
+            )
+
+
+def _records(report: IngestReport, tally: FolderTally | None) -> str:
+    """The summary's count: records read, and those stored already unchanged."""
+    text = f"{report.records:,} records"
+    return text + (f" ({report.unchanged:,} unchanged, not rewritten)" if report.unchanged else "")
+
+
+def _files(tally: FolderTally | None) -> str:
+    """The summary's tail for a folder: files read and skipped, by reason."""
+    return "" if tally is None else f"; {tally.summary()}"
+
+
+def _unreadable_outcome(args: argparse.Namespace, tally: FolderTally | None) -> int:
+    """Exit code after an ingest: a failure naming the fix when unreadable files were met."""
+    unreadable = [] if tally is None else [f for r in UNREADABLE for f in tally.skipped.get(r, [])]
+    if not unreadable or args.skip_unreadable:
+        return EXIT_OK
+    raise InvalidInputError(
+        f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
+        "everything else was. Re-run with --encoding NAME (e.g. latin-1) for text that is not "
+        "UTF-8, or --skip-unreadable to accept skipping them"
+    )
+
+
+def _index_on_server(
+    args: argparse.Namespace, corpus: Path, tally: FolderTally | None, fallback: str | None
+) -> int:
     """`sag2 index` into a PostgreSQL schema (batches commit as they go, like a file)."""
     from ..backends.postgres import PostgresIndex
 
     started = time.perf_counter()
     with PostgresIndex(args.db, _requested_settings(args)) as index:
-        with progress(args, "indexing", "doc") as bar:
-            report = add_in_batches(
-                index, documents, batch_size=args.batch_size, on_batch=bar.update
-            )
+        report = _ingest(args, index, corpus, tally, fallback)
         stats = index.stats()
     print(
-        f"indexed {report.records:,} records in {time.perf_counter() - started:.2f} s: "
+        f"indexed {_records(report, tally)} in {time.perf_counter() - started:.2f} s: "
         f"{shown(args.db)} holds {stats['documents']:,} documents, {stats['units']:,} units, "
-        f"{stats['bytes']:,} bytes"
+        f"{stats['bytes']:,} bytes" + _files(tally)
     )
-    return EXIT_OK
+    return _unreadable_outcome(args, tally)
 
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:
     """--chunk-chars and --profile as settings (defaults for the one not given); None, when
-    neither is given, adopts an existing index's settings (or the defaults)."""
+    neither is given, adopts an existing index's settings (or the defaults). On an existing
+    index file, an option equal to its setting is accepted and another refused, naming only
+    the options given."""
     requested = {"chunk_chars": args.chunk_chars, "analyzer_profile": args.profile}
     given = {name: value for name, value in requested.items() if value}
-    return IndexSettings(**given) if given else None
+    if not given:
+        return None
+    built = None if is_server(args.db) else _built_settings(args.db)
+    if built is None:
+        return IndexSettings(**given)
+    differing = [name for name, value in given.items() if getattr(built, name) != value]
+    if differing:
+        stored = ", ".join(f"{name}={getattr(built, name)!r}" for name in differing)
+        options = ", ".join(f"{SETTING_OPTIONS[name]} {given[name]}" for name in differing)
+        raise InvalidInputError(
+            f"index {args.db!r} was built with {stored}; {options} applies to a new index "
+            "only: drop the option, or give a new --db"
+        )
+    return built
+
+
+def _built_settings(db: str) -> IndexSettings | None:
+    """The settings an existing index file was built with, or None if there is no file."""
+    if not Path(db).is_file():
+        return None
+    with SQLiteIndex(db, create=False) as index:
+        return index.settings
 
 
 def _holds_no_documents(db: str) -> bool:

@@ -11,17 +11,27 @@ from ..backends.base import DocumentIndex
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..judges.base import Judge
-from ..results import RetrievalResult, RetrievedUnit
+from ..query import query_terms
+from ..results import RetrievalResult, RetrievedUnit, why_empty
 from ..trace_html import write_trace_html
 from .common import (
     EXIT_OK,
     HELP_FORMAT,
     Commands,
+    announce_embedding,
     chosen_judge,
+    describe_judge,
     existing_index,
     make_parent,
     positive_int,
     preview,
+)
+
+MAX_QUERY_TOKENS = 80  # as the backends' query_terms default
+SCORE_LEGEND = (
+    "[score]: the judge's probability that the passage supplies a needed fact; round: 0 = a "
+    "BM25 candidate, 1-2 = found by expansion; the top 10 are reordered for diversity, so "
+    "scores need not descend"
 )
 
 
@@ -56,6 +66,7 @@ def run_query(args: argparse.Namespace) -> int:
     """Retrieve evidence for one question and print it (with the rounds' trace if asked)."""
     with existing_index(args.db) as index:
         judge = chosen_judge(args)
+        announce_embedding(args)
         result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
         if args.trace_html:
             make_parent(args.trace_html)
@@ -63,9 +74,12 @@ def run_query(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(_result_json(index, result, judge.identity), ensure_ascii=False))
             return EXIT_OK
+        print(describe_judge(args))
         if args.trace:
             _print_trace(index, result)
-        _print_hits(result)
+        _print_hits(
+            result, query_terms(index, args.question, MAX_QUERY_TOKENS) if result.hits else []
+        )
     return EXIT_OK
 
 
@@ -80,18 +94,30 @@ async def _retrieve(
         await judge.aclose()
 
 
-def _print_hits(result: RetrievalResult) -> None:
-    """Ranked evidence: position, judge score, round found, title, doc id, shortened text."""
+def _print_hits(result: RetrievalResult, terms: list[str]) -> None:
+    """Ranked evidence: position, judge score, round found, title, doc id, the text around what
+    matched; a hit whose text repeats an earlier one's is named on that hit's line instead."""
     if not result.hits:
-        print(f"no evidence found ({result.stop_reason})")
+        print(f"no evidence found: {why_empty(result)}")
         return
-    for position, hit in enumerate(result.hits, start=1):
+    first_with_text: dict[str, list[str]] = {}
+    shown = [h for h in result.hits if _first_of_its_text(h, first_with_text)]
+    for position, hit in enumerate(shown, start=1):
         print(
             f"{position:>3}. [{hit.score:.3f}] round {hit.round_found}  {hit.title}  ({hit.doc_id})"
         )
-        print(f"     {preview(hit.text)}")
+        print(f"     {preview(hit.text, terms)}")
+        if repeats := first_with_text[hit.text][1:]:
+            print(f"     same text also in: {', '.join(repeats)}")
     suffix = "; judge failed, lexical order" if result.degraded else ""
     print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
+    print(SCORE_LEGEND)
+
+
+def _first_of_its_text(hit: RetrievedUnit, first_with_text: dict[str, list[str]]) -> bool:
+    """Record the hit under its text; True when no earlier hit had the same text."""
+    first_with_text.setdefault(hit.text, []).append(hit.doc_id)
+    return len(first_with_text[hit.text]) == 1
 
 
 def _print_trace(index: DocumentIndex, result: RetrievalResult) -> None:

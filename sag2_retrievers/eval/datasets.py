@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from sag2_retrievers.errors import InvalidInputError
+from sag2_retrievers.input_files import parse_json, read_json, text_lines
 
 _HOPS_PREFIX = re.compile(r"(\d+)hop\d*__")
 
@@ -91,24 +91,17 @@ def unique_passages(passages: Iterable[Passage]) -> list[Passage]:
 
 
 def _read_json(path: str | Path) -> Any:
-    """Parse a UTF-8 JSON file, turning syntax errors into InvalidInputError."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise InvalidInputError(f"{path}: not valid JSON ({error}); check the file") from error
+    """Parse a JSON file (size-checked, UTF-8), every failure an InvalidInputError."""
+    return read_json(Path(path))
 
 
 def _read_jsonl(path: str | Path) -> list[Any]:
-    """Parse a UTF-8 file of one JSON value per line (blank lines skipped)."""
-    records = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as error:
-            raise InvalidInputError(f"{path}: line {number} is not valid JSON ({error})") from error
-    return records
+    """Parse a file of one JSON value per line (blank lines skipped), naming a bad line."""
+    return [
+        parse_json(line, f"{path}: line {number}", "one JSON value per line")
+        for number, line in text_lines(Path(path))
+        if line.strip()
+    ]
 
 
 def _parse_question(record: Any, path: str | Path, index: int) -> EvalQuestion:

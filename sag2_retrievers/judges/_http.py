@@ -16,12 +16,12 @@ import httpx
 import tenacity
 
 from ..errors import InvalidInputError, JudgeError
+from ._secrets import Secret, redact
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-REDACTED = "[redacted]"
 TRANSIENT_STATUSES = frozenset({408, 429})
 TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 BODY_EXCERPT_CHARS = 300
@@ -37,32 +37,6 @@ _STATUS_HINTS = {
     422: "the service could not process the request body; check the model name and limits",
 }
 _DEFAULT_HINT = "check the base URL, the model name and the service's status"
-
-
-class Secret:
-    """A string such as an API key that never shows itself in repr, str or logs."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        """Return the secret itself, only for building the request that needs it."""
-        return self._value
-
-    def __repr__(self) -> str:
-        return f"Secret({REDACTED!r})"
-
-    __str__ = __repr__
-
-
-def redact(text: str, secrets: Iterable[Secret]) -> str:
-    """Replace every occurrence of the secrets in text, so server echoes cannot leak a key."""
-    for secret in secrets:
-        if secret.reveal():
-            text = text.replace(secret.reveal(), REDACTED)
-    return text
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._sqlite import connect, write_many
+from .._sqlite import connect_cache, write_cache
 from ..errors import IndexFullError, JudgeError
 from .base import CallEstimate, Candidate, Judge, JudgeRequest, UsageSnapshot
 
@@ -193,7 +193,7 @@ class CachedJudge(Judge):
         ]
         with self._lock:
             try:
-                write_many(self._connection, UPSERT_JUDGMENT, rows)
+                write_cache(self._connection, UPSERT_JUDGMENT, rows, "judgments")
             except (sqlite3.Error, IndexFullError) as error:
                 raise JudgeError(
                     f"could not write judgments to the cache: {error}; check that the cache "
@@ -257,7 +257,7 @@ def _digest(value: object) -> str:
 def _open(path: str) -> sqlite3.Connection:
     """Open the cache file for use from any thread, in WAL mode, with the table created."""
     try:
-        connection = connect(path)
+        connection = connect_cache(path)
         connection.execute(CREATE_TABLE)
     except sqlite3.Error as error:
         raise JudgeError(

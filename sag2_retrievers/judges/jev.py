@@ -18,7 +18,6 @@ from ._http import (
     Endpoint,
     ReplyLimits,
     RetryPolicy,
-    Secret,
     check_base_url,
     finite_number,
     gather_or_cancel,
@@ -26,6 +25,7 @@ from ._http import (
     plan_batches,
     post_json,
 )
+from ._secrets import Secret, read_key
 from .base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
 
 Provider = Literal["openrouter", "typesafe"]
@@ -405,11 +405,12 @@ def _resolve_key(
 ) -> tuple[Secret, str]:
     """The API key from the argument or the provider's variable, and where it came from."""
     if api_key is not None and api_key.strip():
-        return Secret(api_key.strip()), "the api_key argument"
-    from_env = os.environ.get(settings.key_env, "").strip()
-    if not from_env:
+        return read_key(api_key, "the api_key argument"), "the api_key argument"
+    from_env = os.environ.get(settings.key_env, "")
+    if not from_env.strip():
         raise JudgeConfigurationError(
             f"JEV provider {provider!r} needs an API key: set the {settings.key_env} "
             "environment variable or pass api_key=..."
         )
-    return Secret(from_env), f"the {settings.key_env} environment variable"
+    source = f"the {settings.key_env} environment variable"
+    return read_key(from_env, source), source

@@ -134,7 +134,8 @@ class LearnedJudge(Judge):
         if progress:
             from tqdm import tqdm
 
-            batches = tqdm(batches, desc="embedding passages", unit="batch")
+            # disable=None: no bar when stderr is not a terminal (a log, a CI job).
+            batches = tqdm(batches, desc="embedding passages", unit="batch", disable=None)
         for start in batches:
             self._embedder.embed(texts[start : start + PRECOMPUTE_BATCH])
         for candidate in candidates:

@@ -34,7 +34,6 @@ from ._http import (
     Endpoint,
     ReplyLimits,
     RetryPolicy,
-    Secret,
     check_base_url,
     finite_number,
     gather_or_cancel,
@@ -43,6 +42,7 @@ from ._http import (
     plan_batches,
     post_json,
 )
+from ._secrets import read_key
 from .base import CallEstimate, Candidate, Judge, JudgeRequest
 from .grading import answer_positions
 from .prompts import JudgePrompt, grouped_prompt, pointwise_prompt
@@ -158,12 +158,13 @@ class OpenAICompatJudge(Judge):
         self.scores_whole_request = group_size > 1
         self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         self._policy = replace(retry_policy or RetryPolicy(), max_attempts=max_attempts)
-        key = api_key or os.environ.get(API_KEY_ENV)
+        key_source = f"the api_key argument or {API_KEY_ENV}"
+        key = (api_key or os.environ.get(API_KEY_ENV, "")).strip()
         self._endpoint = Endpoint(
             url=chat_completions_url(self._base_url),
             service=f"OpenAI-compatible judge at {self._base_url}",
-            key_source=f"the api_key argument or {API_KEY_ENV}",
-            key=Secret(key) if key else None,
+            key_source=key_source,
+            key=read_key(key, key_source) if key else None,
         )
         self._completions = replace(self._endpoint, url=completions_url(self._base_url))
         self.sends_data_off_machine = not is_loopback_url(self._base_url) or (

@@ -229,6 +229,43 @@ def test_title_lookups_are_answered_for_the_keys_asked(backend: LexicalBackend) 
     assert query_terms(backend, "Textile mills of Lodz?", 80) == ["textile", "mills", "łodz"]
 
 
+def test_word_document_frequencies_count_documents_and_follow_writes(
+    backend: LexicalBackend,
+) -> None:
+    # Casefolded letter-digit words of the texts, stopwords included ("the").
+    assert backend.word_document_frequencies({"wheat", "the", "łódź", "kiln"}) == (
+        len(CORPUS),
+        {"wheat": 4, "the": 7, "łódź": 1, "kiln": 0},
+    )
+    load(backend, [Document("d2", "Kiln and wheat.", "Kiln Works")])
+    assert backend.word_document_frequencies({"wheat", "kiln"}) == (
+        len(CORPUS),
+        {"wheat": 5, "kiln": 1},
+    )
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_paper_title_aliases_are_the_ports(
+    request: pytest.FixtureRequest, tmp_path: Path, name: str
+) -> None:
+    settings = IndexSettings(analyzer_profile="paper")
+    instance = BACKENDS[name](request, tmp_path, settings)
+    try:
+        load(instance, CORPUS)
+        # "Łódź" folds to "łodz" (ł has no decomposition); an unaccented title is no alias.
+        assert instance.title_aliases({"łodz", "lodz", "mill"}) == {"łodz": "ł o d z"}
+        assert query_terms(instance, "Textile mills of łodz?", 80) == [
+            "textile",
+            "mills",
+            "ł",
+            "o",
+            "d",
+            "z",
+        ]
+    finally:
+        getattr(instance, "close", lambda: None)()
+
+
 def test_upsert_replaces_and_delete_removes_everywhere(backend: LexicalBackend) -> None:
     load(backend, [Document("d2", "A potter fired jugs.", "Kiln Works")])
     assert backend.document_frequencies(["bowls", "jugs"]) == {"bowls": 0, "jugs": 1}

@@ -156,10 +156,12 @@ def test_index_chunk_chars_mismatch_is_an_error(
 
 
 def test_query_prints_ranked_evidence(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Each hit shows its rank, score, round, title and doc id, then a text preview."""
+    """The judge is named; each hit shows its rank, score, round, title and doc id, then a
+    text preview."""
     code, out, _ = _run(["query", "--db", str(db), COMPOSER_QUESTION, "--judge", "fake"], capsys)
     assert code == 0
-    first = out.splitlines()[0]
+    judge, first = out.splitlines()[:2]
+    assert judge.startswith("judge: fake, ")
     assert first.lstrip().startswith("1. [") and "round 0" in first
     assert Passage("Moonlight Waltz", PARAGRAPHS[0][1]).doc_id in out
     assert "judgments" in out

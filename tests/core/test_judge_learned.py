@@ -209,6 +209,17 @@ def test_precompute_embeds_passages_once(tmp_path: Path, encoder: MiniLMEncoder)
     later.close()
 
 
+@needs_model
+def test_precompute_shows_no_progress_bar_when_stderr_is_not_a_terminal(
+    tmp_path: Path, encoder: MiniLMEncoder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """progress=True draws a bar on a terminal only, not into a log or a CI job's output."""
+    judge = LearnedJudge(cache_path=tmp_path / "cache.db", encoder=encoder)
+    judge.precompute([BRIDGE, DISTRACTOR], progress=True)
+    judge.close()
+    assert "embedding passages" not in capsys.readouterr().err
+
+
 def test_engine_fills_the_candidates_engine_facts(tmp_path: Path) -> None:
     """Round 0 candidates carry round 0 and a BM25 score; re-judged ones their previous score."""
     index = SQLiteIndex(tmp_path / "facts.db")

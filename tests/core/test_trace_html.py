@@ -315,3 +315,53 @@ def test_eval_keeps_retrievals_only_when_asked(tmp_path: Path, index: SQLiteInde
     )
     assert kept.runs[0].retrieval is not None and kept.runs[0].retrieval.trace
     assert dropped.runs[0].retrieval is None
+
+
+# -- a page that reads from the top (issue 23, item 9) ----------------------------------------
+
+
+def test_the_final_ranking_comes_first_with_links_to_every_round(
+    index: SQLiteIndex, result: RetrievalResult
+) -> None:
+    page = render_trace_html(trace_page(result, index))
+    assert page.index('id="final"') < page.index('id="round-0"')
+    links = [a.attributes["href"] for a in parse(page).root.find_all("a")]
+    assert links == ["#final", *(f"#round-{trace.round}" for trace in result.trace)]
+
+
+def test_a_long_round_shows_ten_rows_and_folds_the_rest(tmp_path: Path) -> None:
+    with SQLiteIndex(tmp_path / "long.db") as index:
+        index.add_documents(
+            [Document(f"d{n}", f"Quokka note number {n} on islands.") for n in range(25)],
+            parallel=False,
+        )
+        engine = SAG2Engine(index, ScriptedJudge(lambda request, candidate: 0.5))
+        result = engine.retrieve("quokka islands", top_k=5)
+        engine.close()
+        tree = parse(render_trace_html(trace_page(result, index))).root
+    first = tree.find_all("section", "round")[0]
+    (tail,) = [d for d in first.find_all("details") if "tail" in d.classes]
+    folded = tail.find_all("tr", "judged")
+    assert len(first.find_all("tr", "judged")) == result.trace[0].judgments == 10 + len(folded)
+    assert f"{len(folded)} more judged passages" in tail.text
+
+
+def test_each_passage_is_labelled_by_its_heading_or_its_offsets(tmp_path: Path) -> None:
+    with SQLiteIndex(tmp_path / "h.db") as index:
+        index.add_documents(
+            [
+                Document("guide", "# Pumps\n\n## Wiring\n\nConnect the red pump wire.", "Guide"),
+                Document("plain", "A plain pump note without headings.", "Plain"),
+            ],
+            parallel=False,
+        )
+        engine = SAG2Engine(index, ScriptedJudge(lambda request, candidate: 0.5))
+        result = engine.retrieve("pump wire", top_k=2)
+        engine.close()
+        wheres = {
+            span.text
+            for span in parse(render_trace_html(trace_page(result, index))).root.find_all(
+                "span", "where"
+            )
+        }
+    assert "(Pumps > Wiring)" in wheres and "(characters 0-35)" in wheres

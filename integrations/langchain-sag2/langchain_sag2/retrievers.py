@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -143,7 +144,8 @@ class SAG2Retriever(BaseRetriever):
         Chroma/PGVector dialect (``$eq $ne $gt $gte $lt $lte $in $nin``, ``$and``, ``$or``),
         evaluated inside SQLite before ranking; see ``sag2_retrievers.filters``.
 
-        Each result's ``metadata`` is the stored metadata plus ``score`` (the judge's
+        Each result's ``metadata`` is ``title`` (the title searched, unless the stored metadata
+        has one), the stored metadata, and ``score`` (the judge's
         probability), ``doc_id``, ``start_index`` / ``end_index`` (offsets of
         ``page_content`` in the source text), ``sag2_round`` (0 = initial BM25 list) and
         ``sag2_rank`` (1-based rank among all chunks). These keys override stored metadata
@@ -299,6 +301,14 @@ class SAG2Retriever(BaseRetriever):
         When this call created the index file and the ingest fails, the file is removed.
         """
         path = None if db_path is None else Path(db_path)
+        documents = list(documents)
+        if not documents:
+            warnings.warn(
+                "SAG2Retriever.from_documents got no documents: the index is empty until "
+                "add_documents is called",
+                UserWarning,
+                stacklevel=2,
+            )
         retriever = cls(db_path=path, judge=as_judge(judge), **kwargs)
         try:
             retriever.add_documents(documents, ids)
@@ -366,8 +376,10 @@ class SAG2Retriever(BaseRetriever):
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
         filter: Filters | None = None,
+        **unknown: Any,
     ) -> list[Document]:
         """Run SAG2 on the engine's loop thread, reporting each round as it completes."""
+        _refuse_unknown_options(unknown)
         engine = self._open_engine()
         reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
         events = run_manager.get_child()
@@ -399,8 +411,10 @@ class SAG2Retriever(BaseRetriever):
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
         filter: Filters | None = None,
+        **unknown: Any,
     ) -> list[Document]:
         """Run SAG2 on the caller's event loop, reporting each round as it completes."""
+        _refuse_unknown_options(unknown)
         engine = self._open_engine()
         reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
         events = run_manager.get_child()
@@ -481,6 +495,15 @@ class SAG2Retriever(BaseRetriever):
             )
 
 
+def _refuse_unknown_options(unknown: Mapping[str, Any]) -> None:
+    """Name a misspelt invoke option in words the caller wrote (not a private method's)."""
+    if unknown:
+        raise TypeError(
+            f"SAG2Retriever.invoke got unknown option(s) {', '.join(map(repr, unknown))}; "
+            "it takes k and filter (and LangChain's config)"
+        )
+
+
 def _splitter_heading(metadata: Mapping[str, Any]) -> str:
     """``{"Header 1": "Guide", "Header 2": "Setup"}`` (the names LangChain's markdown header
     splitter documents) as the heading path "Guide > Setup"; "" when there are none."""
@@ -517,6 +540,7 @@ def _documents(result: RetrievalResult) -> list[Document]:
 def _langchain_document(hit: RetrievedUnit) -> Document:
     """A LangChain document for a hit: its chunk's text, source id, metadata and provenance."""
     metadata = {
+        "title": hit.title,  # the title searched (a metadata "title" of the caller's wins)
         **hit.metadata,
         "score": hit.score,
         "doc_id": hit.doc_id,

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from ...documents import Document, Unit
 from ...errors import IndexUnavailableError, InvalidInputError
 from ...filters import parse_filters
+from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, check_question, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
@@ -194,9 +195,24 @@ class PostgresIndex:
                 f"PostgreSQL schema {self.schema!r} is on a hot standby at {server} (a read-only"
                 " replica): it can be searched but not changed; write to the primary server"
             )
-        with connection.transaction(), connection.cursor() as cursor:
+        with self._server_errors(), connection.transaction(), connection.cursor() as cursor:
             cursor.execute(pg.WRITE_LOCK, (f"sag2:{self.schema}",))
             yield cursor
+
+    @contextmanager
+    def _server_errors(self) -> Iterator[None]:
+        """psycopg's errors as the one IndexUnavailableError, naming the schema."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.Error as error:
+            first_line = (str(error).splitlines() or [""])[0]
+            raise IndexUnavailableError(
+                f"PostgreSQL index {self.schema!r}: the server failed the request "
+                f"({error.__class__.__name__}: {first_line}); a write was rolled back. "
+                "Check the server, then retry"
+            ) from error
 
     # -- writing -------------------------------------------------------------------------
 
@@ -360,7 +376,7 @@ class PostgresIndex:
 
     def _fetch(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one read statement and fetch its rows."""
-        with self._connection().cursor() as cursor:
+        with self._server_errors(), self._connection().cursor() as cursor:
             cursor.execute(statement, params)
             return list(cursor.fetchall())
 
@@ -505,7 +521,7 @@ class PostgresIndex:
 
     def _fetch_binary(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
         """Run one read statement with binary results (bytea arrives as bytes, undecoded)."""
-        with self._connection().cursor(binary=True) as cursor:
+        with self._server_errors(), self._connection().cursor(binary=True) as cursor:
             cursor.execute(statement, params)
             return list(cursor.fetchall())
 
@@ -573,6 +589,13 @@ class PostgresIndex:
             return {}
         return dict(self._fetch(self._sql(pg.TITLE_ALIASES), (list(folded),)))
 
+    def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents and each word's document frequency over their texts
+        (read from every document on each call: only the "paper" profile asks)."""
+        texts = [row[0] for row in self._fetch(self._sql(pg.ALL_DOCUMENT_TEXTS))]
+        df = word_document_frequencies(texts)
+        return len(texts), {word: df.get(word, 0) for word in words}
+
     def title_phrases(self, phrases: Collection[str]) -> set[str]:
         """The given phrases that are multiword corpus titles."""
         if not phrases:
@@ -610,6 +633,8 @@ def _string_ids(doc_ids: Iterable[str]) -> list[str]:
     for doc_id in ids:
         if not isinstance(doc_id, str):
             raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
+        if "\x00" in doc_id:  # as SQLite's json_list: no stored id holds one
+            raise InvalidInputError(f"document id {doc_id!r} contains a NUL character")
     return ids
 
 

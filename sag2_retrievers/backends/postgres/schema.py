@@ -149,6 +149,7 @@ FILTERED_UNITS = """
     WHERE {filters}"""
 METADATA = "SELECT doc_id, metadata FROM {s}.documents WHERE doc_id = ANY(%s)"
 DOCUMENT = "SELECT doc_id, text, title, metadata FROM {s}.documents WHERE doc_id = %s"
+ALL_DOCUMENT_TEXTS = "SELECT text FROM {s}.documents"
 TITLE_ALIASES = """
     SELECT alias_key, min(title_phrase) FROM {s}.documents
     WHERE alias_key = ANY(%s) AND alias_key <> '' AND alias_key <> title_phrase

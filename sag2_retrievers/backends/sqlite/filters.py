@@ -39,7 +39,17 @@ def compile_sqlite(expr: FilterExpr) -> tuple[str, list[object]]:
         return ("1" if isinstance(expr, AllOf) else "0"), []
     joiner = " AND " if isinstance(expr, AllOf) else " OR "
     params = [param for _, part_params in parts for param in part_params]
-    return "(" + joiner.join(text for text, _ in parts) + ")", params
+    return "(" + _balanced([text for text, _ in parts], joiner) + ")", params
+
+
+def _balanced(texts: list[str], joiner: str) -> str:
+    """Clauses joined as a balanced tree: SQLite nests ``a OR b OR c`` one level per clause
+    and refuses past 1,000 levels; balanced, 2,000 clauses need 11."""
+    if len(texts) == 1:
+        return texts[0]
+    middle = len(texts) // 2
+    left, right = _balanced(texts[:middle], joiner), _balanced(texts[middle:], joiner)
+    return f"({left}{joiner}{right})"
 
 
 def json_path(key: str) -> str:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..._sqlite import connect, json_list, raise_if_full
+from ..._sqlite import connect, json_list, raise_if_busy, raise_if_full
 from ...documents import Document, Unit
 from ...errors import (
-    IndexSettingsMismatchError,
     IndexUnavailableError,
     InvalidInputError,
 )
+from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
@@ -33,9 +33,8 @@ from ..ingest import (
     new_executor,
     pipelined_ingest,
     token_checksum,
-    unit_token_texts,
 )
-from . import compaction, postings
+from . import compaction, deletion, postings
 from . import schema as sql
 from .filters import NO_FILTER, filter_sql
 from .fts import body_expression, or_expression, quote_term
@@ -43,6 +42,10 @@ from .postings import BatchPostings, PostingsCounter
 from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
+# A document's units beyond this many are cut from its text read once: SQLite's substr()
+# reads the whole text for each unit it cuts.
+_CUT_IN_SQL_UNITS = 8
+_MAX_PARAMETERS = 32_000  # SQLite's smallest default limit on bound parameters is 32,766
 # Tables other parts of this package may create in an index file before the index itself.
 COMPANION_TABLES = frozenset({"sqlite_sequence", "embedding_cache", "judgment_cache"})
 
@@ -97,6 +100,7 @@ class SQLiteIndex:
         self._write_lock = threading.Lock()
         self._executor: Executor | None = None
         self._catalog: tuple[str, TitleCatalog] | None = None
+        self._word_df: tuple[str, int, Counter[str]] | None = None
         self._statistics: Statistics | None = None
         self._unit_count: tuple[str, int] | None = None
         self._scorer = ArrayScorer()
@@ -159,6 +163,7 @@ class SQLiteIndex:
             with self._write_lock:
                 return self._open_in(connection, requested, create)
         except sqlite3.DatabaseError as error:
+            raise_if_busy(error, self.path)
             raise IndexUnavailableError(
                 f"{str(self.path)!r} is not a SAG2 index or cannot be opened ({error}); "
                 "choose another path"
@@ -167,19 +172,26 @@ class SQLiteIndex:
     def _open_in(
         self, connection: sqlite3.Connection, requested: IndexSettings | None, create: bool
     ) -> IndexSettings:
-        """Read (and for a new file, write) the settings inside one transaction."""
-        if self.read_only:
-            connection.execute("BEGIN")
-        else:
-            connection.execute("BEGIN IMMEDIATE")
+        """Check the stored settings, read in a read transaction (so a writer elsewhere does
+        not block opening); a new file gets its tables and settings in a write transaction."""
+        connection.execute("BEGIN")
         try:
             stored = _read_meta(self.path, connection)
-            if not stored and not create:
-                raise IndexUnavailableError(
-                    f"{str(self.path)!r} holds no SAG2 index; build it first "
-                    "(open it with create=True, or run `sag2 index`)"
-                )
-            settings = reconcile_settings(f"index {str(self.path)!r}", stored, requested)
+        finally:
+            connection.execute("COMMIT")
+        if not stored:
+            return self._create_in(connection, requested, create)
+        return self._checked(stored, requested, create)
+
+    def _create_in(
+        self, connection: sqlite3.Connection, requested: IndexSettings | None, create: bool
+    ) -> IndexSettings:
+        """Write a new file's tables and settings in one transaction (unless another
+        process has just done so: then check those)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            stored = _read_meta(self.path, connection)
+            settings = self._checked(stored, requested, create)
             if not stored:
                 _create_tables(connection, settings)
                 connection.executemany(sql.PUT_META_SQL, settings.as_meta().items())
@@ -190,6 +202,17 @@ class SQLiteIndex:
                 connection.execute("ROLLBACK")
             raise
         return settings
+
+    def _checked(
+        self, stored: dict[str, str], requested: IndexSettings | None, create: bool
+    ) -> IndexSettings:
+        """The settings to use: the stored ones, checked against those requested."""
+        if not stored and not create:
+            raise IndexUnavailableError(
+                f"{str(self.path)!r} holds no SAG2 index; build it first "
+                "(open it with create=True, or run `sag2 index`)"
+            )
+        return reconcile_settings(f"index {str(self.path)!r}", stored, requested)
 
     def close(self) -> None:
         """Close the index: this thread's connection and those of finished threads now;
@@ -242,8 +265,11 @@ class SQLiteIndex:
         self, documents: Sequence[Document], analysed: PreparedBatch[BatchPostings]
     ) -> int:
         """Replace (by id) documents with their analysed units in one transaction; units written."""
-        with self._transaction() as connection:
-            self._delete_ids(connection, [doc.id for doc in documents])
+        transaction = self._transaction()
+        ids = [doc.id for doc in documents]
+        replaced = self._analyse_deleted(ids)
+        with transaction as connection:
+            self._delete_ids(connection, ids, replaced)
             connection.executemany(sql.ADD_DF_SQL, analysed.statistics.body_df.items())
             unit_ids = _insert_documents(connection, documents, analysed.documents)
             postings.write_segment(connection, analysed.statistics.postings, unit_ids)
@@ -258,8 +284,10 @@ class SQLiteIndex:
                 raise InvalidInputError(f"document ids must be strings, got {doc_id!r}")
         if not ids:
             return 0
-        with self._transaction() as connection:
-            return self._delete_ids(connection, ids)
+        transaction = self._transaction()
+        deleted = self._analyse_deleted(ids)
+        with transaction as connection:
+            return self._delete_ids(connection, ids, deleted)
 
     def optimize(self) -> None:
         """Merge FTS5's segments and the postings segments (dropping deleted units' postings);
@@ -283,22 +311,34 @@ class SQLiteIndex:
             )
         return _Transaction(self._connection(), self._write_lock, self.path)
 
-    def _delete_ids(self, connection: sqlite3.Connection, doc_ids: list[str]) -> int:
+    def _analyse_deleted(self, doc_ids: list[str]) -> deletion.DeletedUnits:
+        """The stored units of documents about to be deleted, re-analysed before the write
+        transaction, so other writers wait only for the writing."""
+        with self.snapshot():
+            connection = self._connection()
+            return deletion.analyse_deleted(
+                connection, self.path, doc_ids, self.settings.analyzer_profile
+            )
+
+    def _delete_ids(
+        self, connection: sqlite3.Connection, doc_ids: list[str], deleted: deletion.DeletedUnits
+    ) -> int:
         """Remove the given documents' FTS rows, postings, df, units and document rows.
 
-        The contentless FTS5 table must be told each row's tokens to forget them: they are
-        re-analysed from the stored text and checked against the checksum taken at ingest.
+        ``deleted`` was analysed before the transaction; if another writer changed these
+        documents since, they are analysed again here.
         """
-        ids_json = json_list(doc_ids, "document id")
-        rows = connection.execute(sql.DELETED_UNITS_SQL, (ids_json,)).fetchall()
-        deleted = [_stored_tokens(self.path, row, self.settings.analyzer_profile) for row in rows]
+        if not deletion.still_current(connection, doc_ids, deleted):
+            profile = self.settings.analyzer_profile
+            deleted = deletion.analyse_deleted(connection, self.path, doc_ids, profile)
         body_df: Counter[str] = Counter()
-        for _, _, _, body in deleted:
+        for _, _, _, body in deleted.rows:
             body_df.update(set(body.split()))
         connection.executemany(sql.SUBTRACT_DF_SQL, ((n, t) for t, n in body_df.items()))
         connection.execute(sql.PRUNE_DF_SQL)
-        postings.mark_deleted(connection, [row[0] for row in deleted])
-        connection.executemany(sql.DELETE_FTS_SQL, deleted)
+        postings.mark_deleted(connection, deleted.unit_ids)
+        connection.executemany(sql.DELETE_FTS_SQL, deleted.rows)
+        ids_json = json_list(doc_ids, "document id")
         connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
 
@@ -389,8 +429,9 @@ class SQLiteIndex:
         ties by unit id.
 
         Without filters the postings arrays rank them (`ArrayScorer.expand`). With filters,
-        one statement per 400 terms finds the members, scores the whole OR expression on
-        them only, and ranks them in SQLite, so only the top ``limit`` of each comes back.
+        one statement per 400 terms (fewer for wide filters) finds the members, scores the
+        whole OR expression on them only, and ranks them in SQLite, so only the top ``limit``
+        of each comes back.
         """
         check_limit(limit)
         terms = list(dict.fromkeys(required_terms))
@@ -408,9 +449,11 @@ class SQLiteIndex:
         statement = sql.MEMBERS_FILTERED_SQL.format(conditions=conditions)
         scoring = " OR ".join(quote_term(term) for term in scoring_terms)
         excluded = json_list(sorted(exclude), "excluded unit ids")
+        # Each term's part binds the filter's values again: bound the parameters per statement.
+        step = max(1, min(_COMPOUND_LIMIT, _MAX_PARAMETERS // (len(values) + 3)))
         with self.snapshot():
-            for start in range(0, len(terms), _COMPOUND_LIMIT):
-                chunk = terms[start : start + _COMPOUND_LIMIT]
+            for start in range(0, len(terms), step):
+                chunk = terms[start : start + step]
                 members = " UNION ALL ".join([statement] * len(chunk))
                 compound = "".join([sql.EXPAND_HEAD_SQL, members, sql.EXPAND_TAIL_SQL])
                 params = [
@@ -461,7 +504,7 @@ class SQLiteIndex:
 
     def document_units(self, doc_ids: Iterable[str]) -> dict[int, Unit]:
         """Every unit of the given documents, keyed by unit id (unknown ids have none)."""
-        ids = json.dumps(list(_id_collection(doc_ids, "doc_ids")))
+        ids = json_list(_id_collection(doc_ids, "doc_ids"), "document id")
         with self.snapshot():
             rows = self._connection().execute(sql.UNIT_IDS_OF_DOCS_SQL, (ids,)).fetchall()
             return self._unit_rows(row[0] for row in rows)
@@ -472,15 +515,27 @@ class SQLiteIndex:
         return sentence_expansion_units(self.units(unit_ids), self.settings.analyzer_profile)
 
     def _unit_rows(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
-        """Fetch units, cutting their text from each source document read once (one snapshot)."""
+        """Fetch units (one snapshot): SQLite cuts the text of a document's few units, and
+        a document with many is read once and cut here."""
         with self.snapshot():
             connection = self._connection()
             rows = connection.execute(sql.UNITS_SQL, (json_list(unit_ids, "unit id"),)).fetchall()
-            doc_ids = json_list({row[1] for row in rows}, "document id")
-            texts = dict(connection.execute(sql.DOCUMENT_TEXTS_SQL, (doc_ids,)).fetchall())
+            per_document = Counter(row[1] for row in rows)
+            few = [row[0] for row in rows if per_document[row[1]] <= _CUT_IN_SQL_UNITS]
+            pieces = dict(connection.execute(sql.UNIT_TEXTS_SQL, (json_list(few, "unit id"),)))
+            many = [doc for doc, count in per_document.items() if count > _CUT_IN_SQL_UNITS]
+            texts = dict(
+                connection.execute(sql.DOCUMENT_TEXTS_SQL, (json_list(many, "document id"),))
+            )
         return {
             int(unit_id): Unit(
-                int(unit_id), doc_id, title, heading, texts[doc_id][start:end], start, end
+                int(unit_id),
+                doc_id,
+                title,
+                heading,
+                pieces[unit_id] if unit_id in pieces else texts[doc_id][start:end],
+                start,
+                end,
             )
             for unit_id, doc_id, title, heading, start, end in rows
         }
@@ -541,6 +596,18 @@ class SQLiteIndex:
         """The given phrases that are multiword corpus titles."""
         return set(phrases) & self._title_catalog().phrases
 
+    def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
+        """The number of documents and each word's document frequency over their texts
+        (counted once per generation, on first use: only the "paper" profile asks)."""
+        generation = self._generation()
+        cached = self._word_df
+        if cached is None or cached[0] != generation:
+            with self.snapshot():
+                rows = self._connection().execute(sql.ALL_DOCUMENT_TEXTS_SQL).fetchall()
+            cached = (generation, len(rows), word_document_frequencies(row[0] for row in rows))
+            self._word_df = cached
+        return cached[1], {word: cached[2].get(word, 0) for word in words}
+
     def _title_catalog(self) -> TitleCatalog:
         """Accent aliases and title phrases of the corpus, rebuilt only after a write."""
         generation = self._generation()
@@ -577,8 +644,10 @@ class _Transaction:
         self.lock.acquire()
         try:
             self.connection.execute("BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as error:
             self.lock.release()
+            if isinstance(error, sqlite3.OperationalError):
+                raise_if_busy(error, self.path)
             raise
         return self.connection
 
@@ -728,22 +797,6 @@ def _insert_documents(
 def _checksum(unit: PreparedUnit) -> int:
     """The checksum of a prepared unit's token texts."""
     return token_checksum(unit.title_tokens, unit.heading_tokens, unit.body_tokens)
-
-
-def _stored_tokens(path: Path, row: tuple[Any, ...], profile: Profile) -> tuple[int, str, str, str]:
-    """A stored unit's FTS5 token texts, analysed again; refuses to go on if they are not
-    the ones indexed (so a delete can never corrupt the FTS5 index)."""
-    unit_id, title, heading, start, end, checksum, text = row
-    title_tokens, heading_tokens, body_tokens = unit_token_texts(
-        title, heading, text[start:end], profile
-    )
-    if token_checksum(title_tokens, heading_tokens, body_tokens) != checksum:
-        raise IndexSettingsMismatchError(
-            f"index {str(path)!r}: unit {unit_id} no longer analyses to the tokens it was "
-            "indexed with (was jieba or the analyzer changed?); nothing was deleted. Rebuild "
-            "the index with this version"
-        )
-    return int(unit_id), title_tokens, heading_tokens, body_tokens
 
 
 def _build_catalog(titles: Sequence[str], profile: Profile) -> TitleCatalog:

@@ -81,6 +81,12 @@ UNITS_SQL = """
            units.char_start, units.char_end
     FROM units JOIN documents ON documents.doc_id = units.doc_id
     WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
+# substr() counts characters (code points), as Python's offsets do.
+UNIT_TEXTS_SQL = """
+    SELECT units.unit_id,
+           substr(documents.text, units.char_start + 1, units.char_end - units.char_start)
+    FROM units JOIN documents ON documents.doc_id = units.doc_id
+    WHERE units.unit_id IN (SELECT value FROM json_each(?))"""
 DOCUMENT_TEXTS_SQL = """
     SELECT doc_id, text FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
 FILTERED_UNIT_IDS_SQL = """
@@ -96,11 +102,6 @@ LAST_UNIT_ID_SQL = """
                coalesce((SELECT max(unit_id) FROM units), 0))"""
 INSERT_FTS_SQL = "INSERT INTO units_fts(rowid, title, heading, body) VALUES (?, ?, ?, ?)"
 UNIT_IDS_OF_DOCS_SQL = "SELECT unit_id FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
-DELETED_UNITS_SQL = """
-    SELECT units.unit_id, documents.title, units.heading, units.char_start, units.char_end,
-           units.token_crc, documents.text
-    FROM units JOIN documents ON documents.doc_id = units.doc_id
-    WHERE units.doc_id IN (SELECT value FROM json_each(?)) ORDER BY units.unit_id"""
 DELETE_FTS_SQL = """
     INSERT INTO units_fts(units_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)"""
 DELETE_UNITS_SQL = "DELETE FROM units WHERE doc_id IN (SELECT value FROM json_each(?))"
@@ -109,6 +110,7 @@ METADATA_SQL = """
     SELECT doc_id, metadata FROM documents WHERE doc_id IN (SELECT value FROM json_each(?))"""
 DOCUMENT_SQL = "SELECT doc_id, text, title, metadata FROM documents WHERE doc_id = ?"
 TITLES_SQL = "SELECT DISTINCT title FROM documents WHERE title != ''"
+ALL_DOCUMENT_TEXTS_SQL = "SELECT text FROM documents"
 UNIT_COUNT_SQL = "SELECT count(*) FROM units"
 DOC_COUNT_SQL = "SELECT count(*) FROM documents"
 TABLE_NAMES_SQL = "SELECT name FROM sqlite_master WHERE type = 'table'"

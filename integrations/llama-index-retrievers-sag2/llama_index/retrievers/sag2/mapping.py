@@ -64,10 +64,15 @@ class Provenance:
         }
 
     @classmethod
-    def from_json(cls, doc_id: str, stored: Mapping[str, Any] | None) -> Provenance:
-        """Read it back; a document indexed without the adapter is its own source."""
+    def from_json(cls, doc_id: str, stored: object) -> Provenance:
+        """Read it back; a document indexed without the adapter is its own source, and so is
+        one whose ``_sag2`` value is not the adapter's shape (written by another client)."""
         if stored is None:
             return cls(doc_id, 0, None)
+        if not _is_provenance(stored):
+            logger.debug("document %r: ignoring a %r value it did not write", doc_id, RESERVED_KEY)
+            return cls(doc_id, 0, None)
+        assert isinstance(stored, Mapping)
         span = stored.get("span")
         return cls(
             stored["source"],
@@ -76,6 +81,26 @@ class Provenance:
             tuple(stored.get("excluded_llm_keys", ())),
             tuple(stored.get("excluded_embed_keys", ())),
         )
+
+
+def _is_provenance(stored: object) -> bool:
+    """Whether a stored ``_sag2`` value has the shape `Provenance.as_json` writes."""
+    if not isinstance(stored, Mapping) or not isinstance(stored.get("source"), str):
+        return False
+    offset, span = stored.get("offset"), stored.get("span")
+    if offset is not None and not _is_count(offset):
+        return False
+    if span is not None and not (
+        isinstance(span, list) and len(span) == 2 and all(map(_is_count, span))
+    ):
+        return False
+    keys = [stored.get(name, []) for name in ("excluded_llm_keys", "excluded_embed_keys")]
+    return all(isinstance(names, list) and all(isinstance(n, str) for n in names) for names in keys)
+
+
+def _is_count(value: object) -> bool:
+    """A non-negative int (JSON booleans are not)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def to_core_documents(

@@ -1,0 +1,190 @@
+"""A folder as a corpus: which files are read, as what, and a tally of every file skipped.
+
+Inside a folder only .json/.jsonl/.ndjson files are corpora; every other file that is not
+binary is one text document (a README starting with "[" is text, not a JSON guess)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
+from .documents import Document
+from .errors import InvalidInputError
+from .input_files import UndecodableFileError, looks_binary, printable_path, within
+
+# Files of these kinds are never text, whatever their first bytes hold.
+BINARY_SUFFIXES = frozenset(
+    [
+        ".gz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".zip",
+        ".tar",
+        ".tgz",
+        ".7z",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".webp",
+        ".ico",
+        ".pdf",
+        ".so",
+        ".o",
+        ".a",
+        ".pyc",
+        ".exe",
+        ".dll",
+        ".sqlite",
+        ".db",
+        ".woff",
+        ".woff2",
+        ".ttf",
+        ".otf",
+        ".mp3",
+        ".mp4",
+        ".wav",
+        ".ogg",
+    ]
+)
+SKIP_REASONS = {
+    "hidden": "hidden",
+    "binary": "binary",
+    "blank": "blank",
+    "glob": "not matching --glob",
+    "outside": "a symlink to a file outside the folder",
+    "undecodable": "not UTF-8 text",
+    "invalid": "not a valid corpus file",
+    "special": "not a regular file",
+    "unopenable": "could not be read",
+}
+# Reasons the command fails for (after every other file is indexed) unless told to skip.
+UNREADABLE = ("undecodable", "invalid", "unopenable")
+
+
+@dataclass
+class FolderTally:
+    """What a folder walk found, filled in as the documents are read: files read, the files
+    skipped (relative paths, in path order) by reason, and the error of each unreadable one;
+    ``on_skip`` hears of each skip."""
+
+    read: int = 0
+    skipped: dict[str, list[str]] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    on_skip: Callable[[int], None] | None = None
+
+    def skip(self, reason: str, relative: str) -> None:
+        """Count one file skipped."""
+        self.skipped.setdefault(reason, []).append(relative)
+        if self.on_skip is not None:
+            self.on_skip(1)
+
+    def summary(self) -> str:
+        """ "N files read, M skipped (a binary, b blank, ...)" for the ingest's last line."""
+        parts = [f"{len(files):,} {SKIP_REASONS[why]}" for why, files in self.skipped.items()]
+        skipped = sum(len(files) for files in self.skipped.values())
+        return f"{self.read:,} files read, {skipped:,} skipped" + (
+            f" ({', '.join(parts)})" if parts else ""
+        )
+
+
+@dataclass(frozen=True)
+class FolderCorpus:
+    """A folder to read: its resolved path, the --glob patterns (none: every text file) and
+    the encoding of text files that are not UTF-8 (none: they are tallied, not read)."""
+
+    folder: Path
+    globs: Sequence[str] = ()
+    fallback: str | None = None
+
+    @classmethod
+    def at(
+        cls, folder: Path, globs: Sequence[str] = (), fallback: str | None = None
+    ) -> FolderCorpus:
+        """The folder however it was spelled (relative, absolute, through ``..``), resolved."""
+        if not folder.is_dir():
+            raise InvalidInputError(f"folder {str(folder)!r} does not exist or is not a folder")
+        return cls(folder.resolve(), tuple(globs), fallback)
+
+    def files(self) -> list[tuple[str, Path]]:
+        """Every file under the folder as (relative posix path, path), in path order; a hidden
+        folder is one entry (``.git/``), not walked. Folder symlinks are not followed, so no
+        loop and no outside folder is walked."""
+        found = []
+        for root, folders, names in os.walk(self.folder, followlinks=False):
+            hidden = [name for name in folders if name.startswith(".")]
+            folders[:] = [name for name in folders if not name.startswith(".")]
+            found += [self._entry(Path(root, name)) for name in names]
+            found += [self._entry(Path(root, name), "/") for name in hidden]
+        return sorted(found)
+
+    def _entry(self, path: Path, suffix: str = "") -> tuple[str, Path]:
+        """A path with its printable path relative to the folder."""
+        return printable_path(path.relative_to(self.folder).as_posix() + suffix), path
+
+    def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
+        """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
+        for relative, path in files:
+            try:
+                reason = self._skip_reason(relative, path)
+                if reason is None:
+                    reason = yield from self._read(relative, path, tally)
+            except OSError as error:  # permission denied, removed meanwhile, an I/O error
+                tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
+                reason = "unopenable"
+            if reason is None:
+                tally.read += 1
+            else:
+                tally.skip(reason, relative)
+
+    def _skip_reason(self, relative: str, path: Path) -> str | None:
+        """Why a file is not read, before reading it, or None."""
+        if any(part.startswith(".") for part in relative.rstrip("/").split("/")):
+            return "hidden"
+        if path.is_symlink():
+            target = _link_target(path)
+            if target is None:
+                return "special"
+            if not within(target, self.folder):
+                return "outside"
+        if not path.is_file():
+            return "special"  # a socket, a fifo or a dangling link: nothing to read
+        if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
+            return "glob"
+        if path.suffix.lower() in BINARY_SUFFIXES or looks_binary(path):
+            return "binary"
+        return None
+
+    def _read(
+        self, relative: str, path: Path, tally: FolderTally
+    ) -> Generator[Document, None, str | None]:
+        """Yield a file's documents; return why it was skipped (blank, undecodable, invalid),
+        keeping the error's sentence in ``tally.problems``."""
+        if path.suffix.lower() in CORPUS_SUFFIXES:
+            try:
+                yield from read_corpus(path, self.fallback)
+            except InvalidInputError as error:
+                tally.problems[relative] = str(error)
+                return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
+            return None
+        try:
+            document = text_document(path, self.folder, relative, self.fallback)
+        except BlankFileError:
+            return "blank"
+        except UndecodableFileError:
+            return "undecodable"
+        yield document
+        return None
+
+
+def _link_target(link: Path) -> Path | None:
+    """Where a symlink ends, or None for a loop (Python 3.11 raises RuntimeError, later ones
+    OSError)."""
+    try:
+        return link.resolve()
+    except (OSError, RuntimeError):
+        return None

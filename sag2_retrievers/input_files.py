@@ -1,0 +1,162 @@
+"""Reading the files users hand the CLI: a size limit checked before reading, byte-order marks,
+a fallback encoding, and JSON parsing whose every failure names the file and what to do."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidInputError
+
+# A file read whole (a JSON corpus, a text file, a questions file, a report) must fit in this
+# many bytes; larger corpora go in JSONL, read line by line, whose lines have the same bound.
+MAX_FILE_BYTES = 128 * 2**20
+SNIFF_BYTES = 8192
+# Longest first: the UTF-32 little-endian mark begins with the UTF-16 one.
+_BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+class UndecodableFileError(InvalidInputError):
+    """A file (or a line of it) is neither UTF-8, marked by a byte-order mark, nor readable in
+    the fallback encoding given."""
+
+
+def checked_encoding(name: str | None) -> str | None:
+    """A fallback encoding's canonical name, refusing names Python does not know."""
+    if name is None:
+        return None
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        raise InvalidInputError(
+            f"unknown encoding {name!r}; use a Python codec name such as latin-1 or cp1252"
+        ) from None
+
+
+def require_readable_size(path: Path) -> None:
+    """Refuse a file larger than MAX_FILE_BYTES before any of it is read."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InvalidInputError(
+            f"{path}: {size:,} bytes, above the limit of {MAX_FILE_BYTES:,} bytes for a file "
+            "read whole; split it, or write the corpus as JSONL (read line by line)"
+        )
+
+
+def read_text(path: Path, fallback: str | None = None) -> str:
+    """A whole file as text: by its byte-order mark, else UTF-8, else ``fallback``."""
+    require_readable_size(path)
+    return decoded(path.read_bytes(), str(path), fallback)
+
+
+def decoded(raw: bytes, where: str, fallback: str | None = None) -> str:
+    """Bytes as text: by a leading byte-order mark, else UTF-8, else ``fallback``."""
+    marked = next((name for mark, name in _BYTE_ORDER_MARKS if raw.startswith(mark)), None)
+    try:
+        return raw.decode(marked or "utf-8")
+    except UnicodeDecodeError as error:
+        if fallback is None or marked is not None:
+            kind = marked.upper() if marked else "UTF-8"
+            raise UndecodableFileError(
+                f"{where}: not valid {kind} text (byte {error.start}); save it as UTF-8 or "
+                "name its encoding (sag2 index --encoding latin-1, for example)"
+            ) from None
+    try:
+        return raw.decode(fallback)
+    except UnicodeDecodeError as error:
+        raise UndecodableFileError(
+            f"{where}: neither UTF-8 nor {fallback} text (byte {error.start}); "
+            "name the file's own encoding with --encoding"
+        ) from None
+
+
+def text_lines(path: Path, fallback: str | None = None) -> Iterator[tuple[int, str]]:
+    """Number and text of each line, each at most MAX_FILE_BYTES long; UTF-16/32 files (with a
+    byte-order mark) are decoded as a stream, others line by line."""
+    with path.open("rb") as handle:
+        marked = next(
+            (name for mark, name in _BYTE_ORDER_MARKS if handle.peek(4).startswith(mark)), None
+        )
+        if marked is not None and marked != "utf-8-sig":
+            yield from _stream_lines(io.TextIOWrapper(handle, encoding=marked), path)
+            return
+        for number, raw in enumerate(_bounded_lines(handle, path), start=1):
+            yield number, decoded(raw, f"{path}: line {number}", fallback).removeprefix("\ufeff")
+
+
+def _bounded_lines(handle: io.BufferedReader, path: Path) -> Iterator[bytes]:
+    """Raw lines, refusing one longer than MAX_FILE_BYTES before holding more of it."""
+    number = 0
+    while raw := handle.readline(MAX_FILE_BYTES + 1):
+        number += 1
+        if len(raw) > MAX_FILE_BYTES:
+            raise InvalidInputError(
+                f"{path}: line {number} is longer than {MAX_FILE_BYTES:,} bytes; split the record"
+            )
+        yield raw
+
+
+def _stream_lines(stream: io.TextIOWrapper, path: Path) -> Iterator[tuple[int, str]]:
+    """Lines of a text stream, numbered, each bounded like a raw line."""
+    number = 0
+    try:
+        while line := stream.readline(MAX_FILE_BYTES + 1):
+            number += 1
+            if len(line) > MAX_FILE_BYTES:
+                raise InvalidInputError(f"{path}: line {number} is too long; split the record")
+            yield number, line
+    except UnicodeDecodeError as error:
+        raise UndecodableFileError(
+            f"{path}: line {number + 1}: not valid {stream.encoding.upper()} text "
+            f"({error.reason}); save it as UTF-8"
+        ) from None
+
+
+def parse_json(text: str, where: str, hint: str = "check the file") -> Any:
+    """Parse JSON text; syntax errors, nesting too deep for the parser and numbers too long to
+    convert all become one InvalidInputError naming ``where``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidInputError(f"{where}: not valid JSON ({error}); {hint}") from None
+    except RecursionError:
+        raise InvalidInputError(f"{where}: JSON nested too deeply to read; {hint}") from None
+    except ValueError as error:
+        # Integers beyond Python's digit limit (sys.get_int_max_str_digits) land here.
+        raise InvalidInputError(f"{where}: JSON value cannot be read ({error})") from None
+
+
+def read_json(path: Path, hint: str = "check the file") -> Any:
+    """A whole JSON file (size-checked, UTF-8 or marked by a byte-order mark), parsed."""
+    return parse_json(read_text(path), str(path), hint)
+
+
+def looks_binary(path: Path) -> bool:
+    """Whether a file's first bytes hold a NUL outside a UTF-16/32 text (images, archives)."""
+    with path.open("rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    if any(head.startswith(mark) for mark, name in _BYTE_ORDER_MARKS):
+        return False
+    return b"\x00" in head
+
+
+def within(path: Path, folder: Path) -> bool:
+    """Whether a resolved ``path`` lies inside a resolved ``folder``."""
+    return os.path.commonpath([path, folder]) == str(folder)
+
+
+def printable_path(path: str) -> str:
+    """A path as valid text: bytes of a file name that are not UTF-8 (which os.walk hands over
+    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
