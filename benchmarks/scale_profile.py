@@ -26,7 +26,8 @@ from _common import KAG_QUESTIONS, git_revision, machine
 from _judges import JUDGES, bench_judge
 
 from sag2_retrievers import SAG2Engine, SQLiteIndex
-from sag2_retrievers.backends.sqlite import postings, scorer
+from sag2_retrievers.backends import scorer
+from sag2_retrievers.backends.sqlite import postings
 from sag2_retrievers.backends.sqlite.index import SQLiteIndex as IndexClass
 from sag2_retrievers.eval import load_questions
 from sag2_retrievers.judges.base import Judge

@@ -71,18 +71,15 @@ class PostgresServer:
 
 def start_server(bindir: Path) -> PostgresServer:
     """initdb a new cluster in a temporary folder and start it on a free loopback port."""
-    root = Path(tempfile.mkdtemp(prefix="sag2-pg-"))
-    user = _server_user()
+    root, user = _new_root()
     if user is not None:
-        os.chown(root, user.pw_uid, user.pw_gid)
         bindir = _readable_by_others(bindir, root)
-    data = root / "data"
     _run(
         user,
         [
             bindir / "initdb",
             "-D",
-            data,
+            root / "data",
             "-A",
             "trust",
             "-U",
@@ -92,6 +89,47 @@ def start_server(bindir: Path) -> PostgresServer:
             "--no-locale",
         ],
     )
+    return _start(bindir, root, user)
+
+
+def start_standby(primary: PostgresServer) -> PostgresServer:
+    """A streaming hot standby of ``primary``: ``pg_basebackup -R`` into a new folder, started
+    on its own port with the primary's binaries (stop it before the primary)."""
+    root, user = _new_root()
+    _run(
+        user,
+        [
+            primary.bindir / "pg_basebackup",
+            "-D",
+            root / "data",
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            primary.port,
+            "-U",
+            "postgres",
+        ],
+    )
+    return _start(primary.bindir, root, user)
+
+
+def _new_root() -> tuple[Path, pwd.struct_passwd | None]:
+    """A new temporary folder for one server, owned by the user the server runs as."""
+    root = Path(tempfile.mkdtemp(prefix="sag2-pg-"))
+    user = _server_user()
+    if user is not None:
+        os.chown(root, user.pw_uid, user.pw_gid)
+    return root, user
+
+
+def _start(bindir: Path, root: Path, user: pwd.struct_passwd | None) -> PostgresServer:
+    """Start the cluster in ``root/data`` on a free loopback port; its PID from postmaster.pid."""
+    data = root / "data"
     port = _free_port()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off"
     _run(user, [bindir / "pg_ctl", "-D", data, "-o", options, "-l", root / "log", "-w", "start"])

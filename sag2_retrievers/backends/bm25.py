@@ -8,7 +8,7 @@ with F the phrase's instances weighted per column (title 2, heading 2, body 1), 
 unweighted token count, avgdl = all tokens / rows, idf(p) = ln((N - n_p + 0.5) / (n_p + 0.5))
 (1e-6 when not positive) and n_p the rows matching p in any column (SQLite's
 ``ext/fts5/fts5_aux.c``). The same double operations in the same order give the same bits
-(``backends/sqlite/scorer.py``, ``backends/postgres/schema.py``).
+(``backends/scorer.py``, ``backends/postgres/schema.py``).
 """
 
 from __future__ import annotations

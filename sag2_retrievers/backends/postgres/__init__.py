@@ -1,4 +1,4 @@
-"""The PostgreSQL backend: FTS5's BM25 computed in SQL (needs the ``postgres`` extra)."""
+"""The PostgreSQL backend: FTS5's BM25 from posting blocks (needs the ``postgres`` extra)."""
 
 from .index import PostgresIndex
 

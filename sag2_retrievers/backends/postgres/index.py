@@ -1,13 +1,15 @@
-"""PostgresIndex: the SAG2 lexical backend on PostgreSQL, with FTS5's BM25 computed in SQL.
+"""PostgresIndex: the SAG2 lexical backend on PostgreSQL, with FTS5's BM25 from posting blocks.
 
 Same documents in, same rankings out as `SQLiteIndex` (same match sets, same scores, same
-order): the analysed tokens that SQLite hands to FTS5 are stored here as postings and token
-arrays, and every ranking query is a top-k query evaluated by the server. Needs the
+order): the analysed tokens that SQLite hands to FTS5 are stored here as per-term posting
+blocks (written with COPY, merged like SQLite's segments) and token arrays; a round's terms
+are read in one statement and scored on the client by SQLite's scorer functions. Needs the
 ``postgres`` extra (psycopg 3).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections import Counter
@@ -15,6 +17,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
 from contextlib import contextmanager
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ...documents import Document, Unit
 from ...errors import IndexUnavailableError, InvalidInputError
@@ -26,17 +31,20 @@ from ...settings import IndexSettings, reconcile_settings
 from ...text import tokenize
 from ..base import Filters, SearchHit, sentence_expansion_units
 from ..ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
+from ..scorer import ArrayScorer, Statistics
+from . import compaction
 from . import schema as pg
+from .blocks import deleted, from_units, length_table, read_segment
 from .filters import compile_postgres
-from .postings import (
-    BatchFrequencies,
-    DocumentFrequencies,
-    PostingRow,
-    posting_rows,
-    token_columns,
-)
+from .postings import BatchFrequencies, DocumentFrequencies
+from .scorer import BlockPostings, Generation, PhraseFrequencies
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# A meta row naming how postings are stored; schemas built before posting blocks lack it.
+_LAYOUT = ("postings_layout", "blocks-1")
+_FILTER_CHUNK = 2_000  # ranked candidates checked against a filter per round trip
+logger = logging.getLogger(__name__)
+Ints = npt.NDArray[np.int64]
 
 
 class PostgresIndex:
@@ -71,6 +79,9 @@ class PostgresIndex:
         self._registry_lock = threading.Lock()
         self._closed = False
         self._executor: Executor | None = None
+        self._state: Generation | None = None
+        self._scorer = ArrayScorer()
+        self._phrase_df = PhraseFrequencies()
         self.settings = self._open(settings, create)
 
     def __repr__(self) -> str:
@@ -103,7 +114,15 @@ class PostgresIndex:
     def _open(self, requested: IndexSettings | None, create: bool) -> IndexSettings:
         """Check the stored settings (a read, so read replicas open), or create the schema."""
         stored = self._stored_meta()
+        if self._on_standby():
+            self._log_replay_lag()
         if stored:
+            if stored.get(_LAYOUT[0]) != _LAYOUT[1]:
+                raise IndexUnavailableError(
+                    f"PostgreSQL schema {self.schema!r} was built by an older sag2-retrievers "
+                    "(postings rows, not posting blocks); rebuild it into a new schema"
+                )
+            stored = {key: value for key, value in stored.items() if key != _LAYOUT[0]}
             return reconcile_settings(f"PostgreSQL schema {self.schema!r}", stored, requested)
         if not create:
             raise IndexUnavailableError(
@@ -116,7 +135,8 @@ class PostgresIndex:
             )
             for statement in pg.CREATE_SCHEMA:
                 cursor.execute(self._sql(statement))
-            cursor.executemany(self._sql(pg.PUT_META), list(settings.as_meta().items()))
+            meta = [*settings.as_meta().items(), _LAYOUT]
+            cursor.executemany(self._sql(pg.PUT_META), meta)
         return settings
 
     def _stored_meta(self) -> dict[str, str]:
@@ -124,6 +144,33 @@ class PostgresIndex:
         if not self._fetch(pg.SCHEMA_EXISTS, (self.schema,))[0][0]:
             return {}
         return {str(key): str(value) for key, value in self._fetch(self._sql(pg.GET_META))}
+
+    def _on_standby(self) -> bool:
+        """True when this connection's server is a hot standby (in recovery, read-only)."""
+        return bool(self._fetch(pg.IN_RECOVERY)[0][0])
+
+    def _log_replay_lag(self) -> None:
+        """Say in the debug log how far the standby this index reads is behind."""
+        behind, paused, age = self._fetch(pg.REPLAY_LAG)[0]
+        state = "paused" if paused else "running"
+        since = "no transaction replayed yet" if age is None else f"last one {age:.1f} s ago"
+        if behind > 0:
+            logger.debug(
+                "PostgreSQL schema %r is read from a hot standby that is behind: %d bytes of "
+                "received WAL not replayed yet (replay %s; %s)",
+                self.schema,
+                int(behind),
+                state,
+                since,
+            )
+        else:
+            logger.debug(
+                "PostgreSQL schema %r is read from a hot standby, replay caught up with the "
+                "WAL received (replay %s; %s)",
+                self.schema,
+                state,
+                since,
+            )
 
     def close(self) -> None:
         """Close every connection this index opened. Idempotent."""
@@ -143,6 +190,12 @@ class PostgresIndex:
         connection = self._connection()
         if connection.info.transaction_status != 0:
             raise InvalidInputError("cannot write to the index inside a read snapshot")
+        if self._on_standby():
+            server = f"{connection.info.host}:{connection.info.port}"
+            raise IndexUnavailableError(
+                f"PostgreSQL schema {self.schema!r} is on a hot standby at {server} (a read-only"
+                " replica): it can be searched but not changed; write to the primary server"
+            )
         with self._server_errors(), connection.transaction(), connection.cursor() as cursor:
             cursor.execute(pg.WRITE_LOCK, (f"sag2:{self.schema}",))
             yield cursor
@@ -205,10 +258,20 @@ class PostgresIndex:
             self._copy_documents(cursor, documents)
             self._copy_units(cursor, rows, unit_ids)
             frequencies = analysed.statistics
+            postings = from_units(frequencies.postings, unit_ids)
+            units = (np.asarray(unit_ids, dtype=np.int64), frequencies.postings.lengths)
+            compaction.write_segment(cursor, self.schema, postings, units)
+            compaction.compact(cursor, self.schema)
             self._add_df(cursor, "body_df", frequencies.body_df)
             self._add_df(cursor, "any_df", frequencies.any_df)
             cursor.execute(self._sql(pg.ADD_TOTALS), (len(rows), frequencies.tokens))
         return len(rows)
+
+    def optimize(self) -> None:
+        """Merge every posting segment into one, dropping deleted units' postings."""
+        with self._write() as cursor:
+            compaction.optimize(cursor, self.schema)
+            cursor.execute(self._sql(pg.ADD_TOTALS), (0, 0))
 
     def _copy_documents(self, cursor: Any, documents: Sequence[Document]) -> None:
         """Write the document rows, with the title's phrase and alias key for lexical repair."""
@@ -230,12 +293,9 @@ class PostgresIndex:
     def _copy_units(
         self, cursor: Any, rows: list[tuple[str, PreparedUnit]], unit_ids: list[int]
     ) -> None:
-        """Write the units with their token arrays, then their posting rows."""
-        postings: list[PostingRow] = []
+        """Write the units with their token texts (for taking back df when deleted)."""
         with cursor.copy(self._sql(pg.COPY_UNITS)) as copy:
             for unit_id, (doc_id, unit) in zip(unit_ids, rows, strict=True):
-                columns = token_columns(unit)
-                length = sum(len(column) for column in columns)
                 copy.write_row(
                     (
                         unit_id,
@@ -243,21 +303,19 @@ class PostgresIndex:
                         unit.heading,
                         unit.char_start,
                         unit.char_end,
-                        *columns,
-                        length,
+                        unit.title_tokens,
+                        unit.heading_tokens,
+                        unit.body_tokens,
                     )
                 )
-                postings.extend(posting_rows(unit_id, columns, length))
-        with cursor.copy(self._sql(pg.COPY_POSTINGS)) as copy:
-            for posting in postings:
-                copy.write_row(posting)
 
     def _add_df(self, cursor: Any, table: str, counts: Counter[str]) -> None:
         """Add (or, with negative counts, subtract) document frequencies, in a stable order."""
         if not counts:
             return
         terms = sorted(counts)
-        cursor.execute(self._sql(pg.ADD_DF, table=table), (terms, [counts[term] for term in terms]))
+        values = (terms, [counts[term] for term in terms])
+        cursor.execute(self._sql(pg.ADD_DF, table=table), values, binary=True)
         cursor.execute(self._sql(pg.PRUNE_DF, table=table))
 
     def delete(self, doc_ids: Iterable[str]) -> int:
@@ -274,17 +332,33 @@ class PostgresIndex:
         body_df: Counter[str] = Counter()
         any_df: Counter[str] = Counter()
         units = tokens = 0
-        for title, heading, body, length in cursor.fetchall():
+        doomed = []
+        for unit_id, *texts in cursor.fetchall():
+            title, heading, body = (text.split() for text in texts)
+            doomed.append(int(unit_id))
             units += 1
-            tokens += length
-            body_df.subtract(set(" ".join(body).split()))
-            any_df.subtract(set(title) | set(heading) | set(body))
+            tokens += len(title) + len(heading) + len(body)
+            body_df.subtract(set(body))
+            any_df.subtract({*title, *heading, *body})
         cursor.execute(self._sql(pg.DELETE_DOCUMENTS), (doc_ids,))
         removed = int(cursor.rowcount)
+        self._mark_deleted(cursor, doomed)
         self._add_df(cursor, "body_df", body_df)
         self._add_df(cursor, "any_df", any_df)
         cursor.execute(self._sql(pg.ADD_TOTALS), (-units, -tokens))
         return removed
+
+    def _mark_deleted(self, cursor: Any, unit_ids: list[int]) -> None:
+        """Give deleted units |D| = 0 in their segments, so readers skip their postings."""
+        if not unit_ids:
+            return
+        dead = np.asarray(sorted(unit_ids), dtype=np.int64)
+        cursor.execute(self._sql(pg.OVERLAPPING_SEGMENTS), (int(dead[0]), int(dead[-1])))
+        for segment in [read_segment(row) for row in cursor.fetchall()]:
+            lengths = deleted(segment, dead)
+            if lengths is not None:
+                kept = lengths.astype("<u4").tobytes()
+                cursor.execute(self._sql(pg.SET_LENGTHS), (kept, segment.segment))
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -336,25 +410,41 @@ class PostgresIndex:
     ) -> list[tuple[int, float]]:
         """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
         check_limit(limit)
-        phrases = _phrases(dict.fromkeys(term for term in terms if term))
+        phrases = _phrases(term for term in terms if term)
         if not phrases or limit == 0:
             return []
+        with self.snapshot():
+            source, stats = self._source()
+            if parse_filters(filters) is None:
+                return self._scorer.search(source, stats, phrases, limit)
+            ranking, scores = self._scorer.ranking(source, stats, phrases)
+            kept = np.isin(ranking, self._passing(ranking, filters, limit))
+            return list(zip(ranking[kept].tolist(), scores[kept].tolist(), strict=True))
+
+    def _passing(self, ranking: Ints, filters: Filters | None, limit: int) -> list[int]:
+        """The first ``limit`` units of ``ranking`` whose documents pass the filters, checked
+        a chunk of candidates per round trip."""
         condition, values = _filter_condition(self.schema, filters)
-        statement = pg.compose(pg.SEARCH, self.schema, filters=condition)
-        rows = self._fetch(statement, {"phrases": phrases, "limit": limit, **values})
-        return [(int(unit_id), float(score)) for unit_id, score in rows]
+        statement = pg.compose(pg.PASSING_UNITS, self.schema, filters=condition)
+        kept: list[int] = []
+        chunk = max(_FILTER_CHUNK, 4 * limit)
+        for start in range(0, len(ranking), chunk):
+            candidates = ranking[start : start + chunk].tolist()
+            rows = self._fetch(statement, {"candidates": candidates, **values})
+            passing = {int(row[0]) for row in rows}
+            kept.extend(unit for unit in candidates if unit in passing)
+            if len(kept) >= limit:
+                break
+        return kept[:limit]
 
     def score_units(self, terms: Sequence[str], unit_ids: Collection[int]) -> dict[int, float]:
         """BM25 of the OR of the distinct terms for the given units; units matching no term
         are absent (corpus statistics as in `rank_expression`)."""
-        phrases = _phrases(dict.fromkeys(term for term in terms if term))
-        ids = sorted(int(unit_id) for unit_id in unit_ids)
-        if not phrases or not ids:
+        phrases = _phrases(term for term in terms if term)
+        if not phrases or not unit_ids:
             return {}
-        only = pg.sql_fragment("h.unit_id = ANY(%(only_units)s::bigint[])")
-        statement = pg.compose(pg.SEARCH, self.schema, filters=only)
-        rows = self._fetch(statement, {"phrases": phrases, "limit": len(ids), "only_units": ids})
-        return {int(unit_id): float(score) for unit_id, score in rows}
+        with self.snapshot():
+            return self._scorer.score_units(*self._source(), phrases, unit_ids)
 
     def expand(
         self,
@@ -367,53 +457,89 @@ class PostgresIndex:
     ) -> dict[str, list[int]]:
         """Per required term: the top ``limit`` units holding it in any field, not excluded,
         passing the filters, ranked by BM25 of the OR of ``scoring_terms`` (repeats count),
-        ties by unit id."""
+        ties by unit id. A filter excludes the members whose documents fail it."""
         check_limit(limit)
         required = list(dict.fromkeys(required_terms))
         ranked: dict[str, list[int]] = {term: [] for term in required}
         if not required or limit == 0:
             return ranked
-        condition, values = _filter_condition(self.schema, filters)
-        statement = pg.compose(pg.EXPAND, self.schema, filters=condition)
-        params = {
-            "phrases": _phrases(term for term in scoring_terms if term),
-            "required": _phrases(required),
-            "exclude": sorted(int(unit_id) for unit_id in exclude),
-            "limit": limit,
-            **values,
-        }
-        for required_ord, unit_id in self._fetch(statement, params):
-            ranked[required[int(required_ord) - 1]].append(int(unit_id))
-        return ranked
+        asked = dict(zip(required, _phrases(required), strict=True))
+        scoring = _phrases(term for term in scoring_terms if term)
+        with self.snapshot():
+            source, stats = self._source()
+            blocked = set(exclude)
+            if parse_filters(filters) is not None:
+                blocked |= self._failing(source, stats, list(asked.values()), filters)
+            phrases = list(asked.values())
+            found = self._scorer.expand(source, stats, phrases, scoring, blocked, limit)
+        return {term: found[phrase] for term, phrase in asked.items()}
+
+    def _failing(
+        self, source: BlockPostings, stats: Statistics, terms: list[str], filters: Filters | None
+    ) -> set[int]:
+        """The units holding any of ``terms`` whose documents fail the filters."""
+        members = self._scorer.contributions(source, stats, terms)
+        slots = np.unique(np.concatenate([slots for slots, _ in members.values()]))
+        candidates = stats.ids[slots]
+        passing = self._passing(candidates, filters, len(candidates))
+        return set(candidates.tolist()) - set(passing)
 
     def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """Body-level df: tokens from the df table kept at ingest, phrases by their instances."""
-        unique = list(dict.fromkeys(terms))
-        df = dict.fromkeys(unique, 0)
-        tokens = [term for term in unique if " " not in term]
-        if tokens:
-            df.update(self._fetch(self._sql(pg.BODY_TOKEN_DF), (tokens,)))
-        phrases = [term for term in unique if " " in term]
-        if phrases:
-            df.update(self._phrase_counts(pg.BODY_PHRASE_COUNTS, phrases))
-        return {term: int(count) for term, count in df.items()}
+        return self._frequencies(terms, pg.BODY_TOKEN_DF, body=True)
 
     def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
         """Units matching each term in any field (the "matches nothing" test)."""
-        unique = list(dict.fromkeys(terms))
-        df = dict.fromkeys(unique, 0)
-        if unique:
-            df.update(self._phrase_counts(pg.MATCH_COUNTS, unique))
-        return df
+        return self._frequencies(terms, pg.ANY_TOKEN_DF, body=False)
 
-    def _phrase_counts(self, statement: str, terms: list[str]) -> dict[str, int]:
-        """Counts per term from a statement that counts units per final-token phrase."""
-        by_phrase: dict[str, list[str]] = {}
-        for term in terms:
-            by_phrase.setdefault(" ".join(term.split()), []).append(term)
-        by_phrase.pop("", None)
-        rows = self._fetch(self._sql(statement), {"phrases": list(by_phrase)})
-        return {term: int(count) for phrase, count in rows for term in by_phrase[phrase]}
+    def _frequencies(self, terms: Iterable[str], token_df: str, *, body: bool) -> dict[str, int]:
+        """Per term, a df: a token's from the ``token_df`` table, a phrase's from its
+        instances (units holding it in the body, or in any field)."""
+        unique = list(dict.fromkeys(terms))
+        forms = dict(zip(unique, _phrases(unique), strict=True))
+        tokens = [form for form in dict.fromkeys(forms.values()) if form and " " not in form]
+        phrases = [form for form in dict.fromkeys(forms.values()) if " " in form]
+        counts: dict[str, Any] = {}
+        with self.snapshot():
+            if tokens:
+                counts.update(self._fetch(self._sql(token_df), (tokens,)))
+            if phrases:
+                found = self._source()[0].phrase_frequencies(phrases)
+                counts.update({phrase: pair[body] for phrase, pair in found.items()})
+        return {term: int(counts.get(form, 0)) for term, form in forms.items()}
+
+    def _source(self) -> tuple[BlockPostings, Statistics]:
+        """The scorer's postings source and statistics at this generation (in a snapshot)."""
+        state = self._generation()
+        return BlockPostings(self._read_blocks, state, self._phrase_df), state.stats
+
+    def _generation(self) -> Generation:
+        """N, avgdl, every unit's |D| and the segment headers at this generation (read once
+        per generation; call inside a snapshot)."""
+        generation, rows = self._fetch(self._sql(pg.GENERATION))[0]
+        state = self._state
+        if state is None or state.stats.generation != str(generation):
+            segments = [
+                read_segment(row) for row in self._fetch_binary(self._sql(pg.SEGMENT_HEADERS))
+            ]
+            lengths = length_table(segments)
+            ids = np.arange(len(lengths), dtype=np.int64)
+            stats = Statistics.of_units(str(generation), int(rows), ids, lengths)
+            state = Generation(stats, {segment.segment: segment for segment in segments})
+            self._state = state
+        return state
+
+    def _fetch_binary(self, statement: Any, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one read statement with binary results (bytea arrives as bytes, undecoded)."""
+        with self._server_errors(), self._connection().cursor(binary=True) as cursor:
+            cursor.execute(statement, params)
+            return list(cursor.fetchall())
+
+    def _read_blocks(self, terms: list[str], positional: list[str]) -> list[tuple[Any, ...]]:
+        """The block rows of ``terms`` (term, segment, gaps, F, then position counts and
+        positions for the ``positional`` terms, else NULL), in one statement."""
+        params = {"terms": terms, "positional": positional}
+        return self._fetch_binary(self._sql(pg.BLOCKS), params)
 
     def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
         """The units with these ids (missing ids are absent)."""

@@ -34,12 +34,12 @@ from ..ingest import (
     pipelined_ingest,
     token_checksum,
 )
+from ..scorer import ArrayScorer, Statistics
 from . import compaction, deletion, postings
 from . import schema as sql
 from .filters import NO_FILTER, filter_sql
 from .fts import body_expression, or_expression, quote_term
 from .postings import BatchPostings, PostingsCounter, SQLitePostings
-from .scorer import ArrayScorer, Statistics
 
 _COMPOUND_LIMIT = 400
 # A document's units beyond this many are cut from its text read once: SQLite's substr()

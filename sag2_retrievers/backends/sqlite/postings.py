@@ -294,9 +294,11 @@ class SQLitePostings:
     def __init__(self, connection: sqlite3.Connection):
         self.connection = connection
 
-    def token_postings(self, tokens: Sequence[str]) -> dict[str, tuple[Ints, Ints]]:
-        """Per token found, (unit ids, F) over all segments."""
-        return read_postings(self.connection, tokens)
+    def postings(
+        self, tokens: Sequence[str], phrases: Sequence[str]
+    ) -> dict[str, tuple[Ints, Ints]]:
+        """Per token found, (unit ids, F) over all segments (phrases are FTS5's to score)."""
+        return read_postings(self.connection, tokens) if tokens else {}
 
     def phrase_scores(self, phrase: str) -> tuple[Ints, Floats]:
         """(unit ids, c(phrase)) from FTS5."""

@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from ..bm25 import K1, B, idf
+from .bm25 import K1, B, idf
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
@@ -42,11 +42,16 @@ SPARSE_IDS = 4
 class PostingsSource(Protocol):
     """What a backend reads for the scorer, inside one consistent snapshot."""
 
-    def token_postings(self, tokens: Sequence[str]) -> dict[str, tuple[Ints, Ints]]:
-        """Per token found, (unit ids, weighted frequency F), dead units included."""
+    def postings(
+        self, tokens: Sequence[str], phrases: Sequence[str]
+    ) -> dict[str, tuple[Ints, Ints]]:
+        """(unit ids, weighted frequency F), dead units included, per token found and per
+        multiword phrase the backend has postings for (PostgreSQL does, from positions; all
+        in one read)."""
 
     def phrase_scores(self, phrase: str) -> tuple[Ints, Floats]:
-        """(unit ids, c(phrase)) of a multiword phrase, from the full-text index."""
+        """(unit ids, c(phrase)) of a multiword phrase given no postings, from the
+        full-text index."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,16 @@ class ArrayScorer:
         best = top_k(slots, scores[slots], k)
         return [(int(u), float(s)) for u, s in zip(stats.ids[best], scores[best], strict=True)]
 
+    def ranking(
+        self, source: PostingsSource, stats: Statistics, terms: Sequence[str]
+    ) -> tuple[Ints, Floats]:
+        """Every unit matching the OR of the distinct terms, best first (ties by id), with
+        its score: what a backend filters itself walks down."""
+        scores, touched = self._dense(source, stats, list(dict.fromkeys(terms)))
+        slots = np.flatnonzero(touched)
+        ordered = slots[np.lexsort((slots, -scores[slots]))]
+        return stats.ids[ordered], scores[ordered]
+
     def expand(
         self,
         source: PostingsSource,
@@ -162,7 +177,8 @@ class ArrayScorer:
                 self._cache.move_to_end(term)
         missing = [t for t in dict.fromkeys(terms) if t not in found]
         tokens = [t for t in missing if " " not in t]
-        postings = source.token_postings(tokens) if tokens else {}
+        phrases = [t for t in missing if " " in t]
+        postings = source.postings(tokens, phrases) if missing else {}
         computed = {t: token_contribution(stats, *postings[t]) for t in postings}
         for term in missing:
             if term not in computed:
