@@ -45,6 +45,19 @@ from tests.postgres_server import PostgresServer
 _HAN = "北京大学是中国的一所位于城市历史文化研究学院图书馆教授学生国家政府经济发展"
 
 
+def _run_python(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` in a fresh interpreter from the repository root; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def _han_text(chars: int, seed: int = 7) -> str:
     """Han sentences of random characters, about ``chars`` characters long."""
     rng = random.Random(seed)
@@ -236,14 +249,7 @@ def test_forking_the_pool_while_another_thread_loads_jieba_does_not_deadlock(
     """Defect 2: workers forked while a host thread held jieba's loading lock inherited it
     held and waited for ever on their first Han text (4 of 4 trials)."""
     script = _FORK_WHILE_LOADING.format(path=str(tmp_path / "index.sqlite"))
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(script)
     assert int(done.stdout.split()[-1]) > 20
 
 
@@ -301,14 +307,7 @@ def test_a_host_teaching_jieba_words_does_not_change_the_indexs_analysis(
     with SQLiteIndex(tmp_path / "probe.sqlite") as probe:
         terms = probe.query_terms("北京大学是中国的")
     script = _HOST_TEACHES_JIEBA.format(path=str(tmp_path / "index.sqlite"), terms=terms)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_python(script)
     assert done.stdout.split()[-1] == "1"
 
 
