@@ -1,16 +1,16 @@
-"""Fit the pool judge's boosted trees on SAG2's own trajectories over train-split questions.
+"""Fit the pool judge's boosted trees on SAG2 trajectories over train-split questions.
 
-    python benchmarks/fit_pool_judge.py      # writes sag2_retrievers/data/pool_judge.json
-    python benchmarks/fit_pool_judge.py --hold-out musique-train   # fit without it: its R@10
+    python benchmarks/fit_pool_judge.py            # writes sag2_retrievers/data/pool_judge.json
+    python benchmarks/fit_pool_judge.py --lodo     # leave one dataset out: R@10 by dataset, hop
 
 Train sets: the MuSiQue and HotpotQA train fixtures of ``shared/data`` and the train-split
 unions of ``shared/traindata`` (2WikiMultiHopQA, MuSiQue, HotpotQA, IIRC), each set's
-paragraphs pooled into one index. Trajectories: SAG2 (H=2) is run with two teachers (the
-lexical overlap judge, and a noisy oracle that scores gold passages high, so the later rounds
-also show contexts that hold the evidence), then ``--passes`` more times with the model fitted
-so far, so the model sees the pools its own scores lead to. Every judged candidate is a row,
-labelled 1 when it is one of its question's gold passages; each set weighs the same in total.
-The KAG dev subset is never read.
+paragraphs pooled into one index. Trajectories: SAG2 (H=2) run with two teachers, the lexical
+overlap judge and a noisy oracle that scores gold passages high (so later rounds also show
+contexts that hold the evidence). Every judged candidate is a row, labelled 1 when it is one
+of its question's gold passages; every set weighs the same in total. The KAG dev subset is
+never read. ``--lodo`` fits once per dataset without it (MuSiQue = both MuSiQue sets, and so
+on) and reports that dataset's R@10 at H=2, without context and at H=0, by hop count.
 """
 
 from __future__ import annotations
@@ -33,16 +33,24 @@ from learned_training import collect_requests
 
 from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions, pool_corpus
-from sag2_retrievers.eval.runner import EvalOptions, evaluate
+from sag2_retrievers.eval.runner import EvalOptions, EvalRun, evaluate
 from sag2_retrievers.judges.base import Judge, JudgeRequest
 from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.judges.pool import MODEL_FILE, PoolJudge, PoolModel
-from sag2_retrievers.judges.pool_features import POOL_FEATURE_NAMES, pool_features
+from sag2_retrievers.judges.pool_features import FEATURE_NAMES, request_features
+from sag2_retrievers.judges.pool_terms import AnalysisCache
 from sag2_retrievers.judges.trees import from_lightgbm_dump
 
 TRAINDATA = SHARED_DATA.parent / "traindata"
 HOTPOT = SHARED_DATA / "hotpotqa"
 PACKAGED = Path(__file__).resolve().parents[1] / "sag2_retrievers" / MODEL_FILE
+# Datasets for leave-one-dataset-out: each groups the train sets drawn from it.
+DATASETS: dict[str, tuple[str, ...]] = {
+    "musique": ("musique-train", "musique-union"),
+    "hotpotqa": ("hotpotqa-train", "hotpotqa-union"),
+    "2wiki": ("2wikimultihopqa-union",),
+    "iirc": ("iirc-union",),
+}
 # Fixed a priori, not searched: a small, shallow ensemble with a light regulariser.
 PARAMETERS: dict[str, object] = {
     "objective": "binary",
@@ -61,8 +69,8 @@ PARAMETERS: dict[str, object] = {
 ROUNDS = 300
 FEATURE_CODE = hashlib.sha256(
     b"".join(
-        (Path(pool_features.__code__.co_filename).parent / name).read_bytes()
-        for name in ("pool_features.py", "pool_graph.py", "_evidence_features.py")
+        (Path(request_features.__code__.co_filename).parent / name).read_bytes()
+        for name in ("pool_features.py", "pool_terms.py")
     )
 ).hexdigest()[:12]
 
@@ -78,12 +86,11 @@ class TrainSet:
 
 @dataclass
 class Rows:
-    """Feature rows with labels, weights and the request (group) each row belongs to."""
+    """Feature rows with labels and weights."""
 
     features: np.ndarray
     labels: np.ndarray
     weights: np.ndarray
-    groups: list[int]
 
 
 class NoisyOracle(Judge):
@@ -153,96 +160,50 @@ def open_sets(runs: Path) -> list[TrainSet]:
     return opened
 
 
-class FeaturingJudge(PoolJudge):
-    """A pool judge that keeps the feature matrix of every request it scores, for reuse."""
-
-    def __init__(self, model_path: Path) -> None:
-        super().__init__(model_path=model_path)
-        self.features: dict[int, np.ndarray] = {}
-
-    def score_now(self, request: JudgeRequest) -> list[float]:
-        """Score as the pool judge does, remembering the features by request."""
-        features = pool_features(request)
-        self.features[id(request)] = features
-        return self.model.probabilities(features)
-
-
-def rows_for(train: TrainSet, judge: Judge, first_group: int) -> Rows:
-    """Record SAG2 (H=2) on one set with ``judge``; featurise and label every judgment."""
-    pairs = collect_requests(train.index, train.questions, judge, SAG2Config(hops=2))
-    known = judge.features if isinstance(judge, FeaturingJudge) else {}
-    blocks, labels, groups = [], [], []
-    for group, (question, request) in enumerate(pairs, start=first_group):
-        gold = set(question.gold)
-        blocks.append(known[id(request)] if id(request) in known else pool_features(request))
-        labels.extend(float(f"{c.title}\n{c.text}" in gold) for c in request.candidates)
-        groups.extend(group for _ in request.candidates)
-    features = np.vstack(blocks)
-    return Rows(features, np.asarray(labels), set_weights(len(labels), train), groups)
-
-
-def set_weights(rows: int, train: TrainSet) -> np.ndarray:
-    """Row weights giving every set the same total weight per pass, whatever its size (a
-    square-root share did worse on held-out MuSiQue train: 74.50 against 78.25 R@10)."""
-    return np.full(rows, 1.0 / max(len(train.questions), 1))
-
-
-def collect(
-    sets: Sequence[TrainSet],
-    judge_for: dict[str, Judge],
-    rows: list[Rows],
-    cache: Path | None = None,
-) -> None:
-    """Append one pass of trajectories per set (each set with its own judge).
-
-    With ``cache`` (a folder), a teacher's rows are kept there under a key of the feature
-    code, so a re-run with unchanged features skips the teacher passes.
-    """
-    for train in sets:
-        started = time.perf_counter()
-        first = max((r.groups[-1] + 1 for r in rows if r.groups), default=0)
-        judge = judge_for[train.name]
-        key = f"rows-{train.name}-{judge.identity}-{FEATURE_CODE}.npz"
-        path = None if cache is None else cache / key
-        if path is not None and path.exists():
-            saved = np.load(path)
-            groups = [int(g) + first for g in saved["groups"]]
-            weights = set_weights(len(saved["labels"]), train)
-            block = Rows(saved["features"], saved["labels"], weights, groups)
-        else:
-            block = rows_for(train, judge, first)
-            if path is not None:
-                relative = np.asarray(block.groups) - first
-                np.savez(
-                    path,
-                    features=block.features,
-                    labels=block.labels,
-                    weights=block.weights,
-                    groups=relative,
-                )
-        rows.append(block)
-        print(
-            f"  {train.name}: {len(block.labels)} judgments, {int(block.labels.sum())} gold, "
-            f"{time.perf_counter() - started:.0f} s",
-            flush=True,
+def teacher_rows(train: TrainSet, teacher: str, runs: Path) -> Rows:
+    """The featurised, labelled judgments of one teacher's SAG2 (H=2) run over one set,
+    cached in ``runs`` under the feature code."""
+    path = runs / f"rows-{train.name}-{teacher}-{FEATURE_CODE}.npz"
+    if path.exists():
+        saved = np.load(path)
+        features, labels = saved["features"], saved["labels"]
+    else:
+        gold = {q.question: set(q.gold) for q in train.questions}
+        judge = OverlapJudge() if teacher == "overlap" else NoisyOracle(gold)
+        pairs = collect_requests(train.index, train.questions, judge, SAG2Config(hops=2))
+        cache = AnalysisCache()
+        features = np.vstack([request_features(request, cache) for _, request in pairs])
+        labels = np.array(
+            [
+                float(f"{c.title}\n{c.text}" in set(question.gold))
+                for question, request in pairs
+                for c in request.candidates
+            ]
         )
+        np.savez(path, features=features, labels=labels)
+    return Rows(features, labels, np.full(len(labels), 1.0 / max(len(train.questions), 1)))
 
 
 def fit(
-    rows: Sequence[Rows],
+    sets: Sequence[TrainSet],
+    runs: Path,
     fitted: dict[str, object],
     *,
     parameters: dict[str, object] = PARAMETERS,
     rounds: int = ROUNDS,
 ) -> PoolModel:
-    """Fit the trees on every row collected so far; each set-pass weighs the same in total."""
+    """Fit the trees on both teachers' rows of ``sets``; each set weighs the same in total."""
+    rows = []
+    for train in sets:
+        for teacher in ("overlap", "oracle"):
+            started = time.perf_counter()
+            rows.append(teacher_rows(train, teacher, runs))
+            seconds = time.perf_counter() - started
+            print(f"  {train.name}, {teacher}: {len(rows[-1].labels)} rows, {seconds:.0f} s")
     features = np.vstack([r.features for r in rows])
     labels = np.concatenate([r.labels for r in rows])
     weights = np.concatenate([r.weights for r in rows])
     data = lightgbm.Dataset(features, labels, weight=weights / weights.mean(), free_raw_data=False)
-    if parameters.get("objective") == "lambdarank":
-        groups = np.concatenate([np.asarray(r.groups) for r in rows])
-        data = lightgbm.Dataset(features, labels, group=np.unique(groups, return_counts=True)[1])
     booster = lightgbm.train(parameters, data, rounds)
     trees = from_lightgbm_dump(booster.dump_model())
     check = features[:: max(1, len(features) // 2000)]
@@ -250,22 +211,23 @@ def fit(
     if gap > 1e-9:
         raise RuntimeError(f"numpy trees disagree with LightGBM by {gap}")
     gains = booster.feature_importance(importance_type="gain")
+    share = 100.0 / max(float(gains.sum()), 1e-12)
     fitted = {
         **fitted,
         "judgments": len(labels),
         "positives": int(labels.sum()),
-        "importance_gain": {
-            n: round(float(g), 1)
-            for n, g in sorted(zip(POOL_FEATURE_NAMES, gains, strict=True), key=lambda i: -i[1])
+        "importance_gain_percent": {
+            n: round(float(g) * share, 2)
+            for n, g in sorted(zip(FEATURE_NAMES, gains, strict=True), key=lambda i: -i[1])
         },
     }
     return PoolModel(trees, fitted)
 
 
-def describe(passes: int, sets: Sequence[TrainSet]) -> dict[str, object]:
+def describe(sets: Sequence[TrainSet]) -> dict[str, object]:
     """How the model was fitted, recorded inside the model file."""
     return {
-        "command": f"python benchmarks/fit_pool_judge.py --passes {passes}",
+        "command": "python benchmarks/fit_pool_judge.py",
         "date": str(date.today()),
         "commit": git_revision(),
         "machine": machine(),
@@ -273,70 +235,79 @@ def describe(passes: int, sets: Sequence[TrainSet]) -> dict[str, object]:
         "parameters": PARAMETERS,
         "rounds": ROUNDS,
         "teachers": "lexical overlap judge; noisy oracle (gold in [0.5, 1], others in [0, 0.6])",
-        "passes": passes,
         "trajectories": "SAG2 H=2, default SAG2Config, every judgment of every round",
         "train_sets": [f"{s.name} ({len(s.questions)} questions)" for s in sets],
         "evaluation_data_used": "none (KAG dev subset never read)",
     }
 
 
-def train(sets: Sequence[TrainSet], passes: int, runs: Path) -> PoolModel:
-    """Teachers' trajectories, then ``passes`` rounds of the model's own."""
-    rows: list[Rows] = []
-    print("teacher: overlap judge", flush=True)
-    collect(sets, {s.name: OverlapJudge() for s in sets}, rows, runs)
-    print("teacher: noisy oracle", flush=True)
-    oracles = {s.name: NoisyOracle({q.question: set(q.gold) for q in s.questions}) for s in sets}
-    collect(sets, dict(oracles), rows, runs)
-    model = fit(rows, describe(0, sets))
-    for number in range(1, passes + 1):
-        path = runs / f"pool_judge_pass{number - 1}.json"
-        path.write_text(json.dumps(model.to_json()))
-        print(f"pass {number}: the model's own trajectories", flush=True)
-        collect(sets, {s.name: FeaturingJudge(path) for s in sets}, rows)
-        model = fit(rows, describe(number, sets))
-    return model
+def recall(train: TrainSet, judge: PoolJudge | None, config: SAG2Config) -> EvalRun:
+    """One evaluation run of BM25 (no judge) or SAG2 over a set."""
+    options = EvalOptions("bm25" if judge is None else "sag2", config, concurrency=1)
+    return asyncio.run(evaluate(train.index, train.questions, judge, options))
 
 
-def held_out_recall(held: TrainSet, model_path: Path) -> None:
-    """R@10 on a train set the model was not fitted on: BM25, then the judge at H=0 and H=2."""
-    print(f"\n| {held.name}, held out | R@10 |\n|---|---:|")
-    bm25 = asyncio.run(evaluate(held.index, held.questions, None, EvalOptions("bm25")))
-    print(f"| BM25 | {bm25.summary()['recall_at']['10']:.2f} |")
-    for hops in (0, 1, 2):
-        options = EvalOptions("sag2", SAG2Config(hops=hops), concurrency=1)
-        run = asyncio.run(
-            evaluate(held.index, held.questions, PoolJudge(model_path=model_path), options)
+def by_hops(run: EvalRun) -> dict[int, list[float]]:
+    """R@10 of each question grouped by its number of gold passages (its hops)."""
+    groups: dict[int, list[float]] = {}
+    for question in run.runs:
+        groups.setdefault(len(set(question.question.gold)), []).append(question.metrics["R@10"])
+    return groups
+
+
+def held_out_table(held: Sequence[TrainSet], model_path: Path) -> list[str]:
+    """Markdown rows: per held-out set, R@10 of BM25, H=2, no context, H=0, and H=2 by hops."""
+    lines = []
+    for train in held:
+        bm25 = recall(train, None, SAG2Config()).summary()["recall_at"]["10"]
+        runs = {
+            name: recall(train, PoolJudge(model_path=model_path), config)
+            for name, config in (
+                ("H=2", SAG2Config(hops=2)),
+                ("no context", SAG2Config(hops=2, shared_context=False)),
+                ("H=0", SAG2Config(hops=0)),
+            )
+        }
+        values = [runs[name].summary()["recall_at"]["10"] for name in runs]
+        hops = " / ".join(
+            f"{hop}: {100 * sum(v) / len(v):.1f} ({len(v)})"
+            for hop, v in sorted(by_hops(runs["H=2"]).items())
         )
-        last = run.pool_summary()["rounds"][-1]
-        print(
-            f"| pool judge, H={hops} | {run.summary()['recall_at']['10']:.2f} "
-            f"| pool {last['gold_in_pool']:.1f}, not top 10 {last['in_pool_not_top_10']:.1f} |",
-            flush=True,
-        )
+        cells = " | ".join(f"{v:.2f}" for v in [bm25, *values])
+        lines.append(f"| {train.name} | {len(train.questions)} | {cells} | {hops} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def leave_one_dataset_out(sets: Sequence[TrainSet], runs: Path) -> None:
+    """Fit without each dataset in turn and print its held-out R@10 table."""
+    print("| held out | questions | BM25 | H=2 | no context | H=0 | H=2 by hops (questions) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for dataset, members in DATASETS.items():
+        fitted_on = [s for s in sets if s.name not in members]
+        model = fit(fitted_on, runs, describe(fitted_on))
+        path = runs / f"pool_without_{dataset}.json"
+        path.write_text(json.dumps(model.to_json(), separators=(",", ":")))
+        held_out_table([s for s in sets if s.name in members], path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Collect the trajectories, fit, and write the model file (or test on a held-out set)."""
+    """Collect the trajectories, fit, and write the model file (or run leave-one-out)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=Path, default=Path("runs"))
-    parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--out", type=Path, default=PACKAGED)
-    parser.add_argument("--hold-out", help="fit without this set and report R@10 on it")
-    parser.add_argument("--objective", choices=("binary", "lambdarank"), default="binary")
+    parser.add_argument("--lodo", action="store_true", help="leave one dataset out, report R@10")
     args = parser.parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
     print(f"Fit {date.today()} on {machine()}, commit {git_revision()}.", flush=True)
     sets = open_sets(args.runs)
-    fitted_on = [s for s in sets if s.name != args.hold_out]
-    PARAMETERS["objective"] = args.objective
-    model = train(fitted_on, args.passes, args.runs)
-    out = args.out if args.hold_out is None else args.runs / f"pool_without_{args.hold_out}.json"
-    out.write_text(json.dumps(model.to_json(), separators=(",", ":")) + "\n")
-    print(f"wrote {out}")
-    print(json.dumps(model.fitted["importance_gain"], indent=1))
-    if args.hold_out is not None:
-        held_out_recall(next(s for s in sets if s.name == args.hold_out), out)
+    if args.lodo:
+        leave_one_dataset_out(sets, args.runs)
+        return 0
+    model = fit(sets, args.runs, describe(sets))
+    args.out.write_text(json.dumps(model.to_json(), separators=(",", ":")) + "\n")
+    print(f"wrote {args.out}")
+    print(json.dumps(model.fitted["importance_gain_percent"], indent=1))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""The pool judge: graph features on hand-made pools, its packaged trees, identity, a tiny fit."""
+"""The pool judge: features on hand-made requests, context that counts, bounded memory, the
+BM25 guard, its packaged trees, identity, and a tiny fit."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import json
 import socket
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +19,8 @@ from sag2_retrievers.eval.datasets import EvalQuestion, Passage
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.factory import make_judge
 from sag2_retrievers.judges.pool import PoolJudge, load_pool_model
-from sag2_retrievers.judges.pool_features import POOL_FEATURE_NAMES, pool_features
-from sag2_retrievers.judges.pool_graph import personalised_pagerank
+from sag2_retrievers.judges.pool_features import FEATURE_NAMES, request_features
+from sag2_retrievers.judges.pool_terms import MAX_QUESTION_TERMS, AnalysisCache
 
 QUESTION = "Which country was the composer of the Zorvanic Requiem born in?"
 WORK = ContextPassage(
@@ -46,30 +48,60 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def column(name: str) -> int:
-    """The position of a feature in POOL_FEATURE_NAMES."""
-    return POOL_FEATURE_NAMES.index(name)
+    """The position of a feature in FEATURE_NAMES."""
+    return FEATURE_NAMES.index(name)
+
+
+def features(request: JudgeRequest) -> np.ndarray:
+    """The request's feature rows, with a fresh analysis cache."""
+    return request_features(request, AnalysisCache())
 
 
 @pytest.mark.parametrize(
     "feature",
-    ["ppr_context", "mentioned_by_anchor", "mentions_anchor", "anchor_link_second", "pair_gain"],
+    ["context_named_by", "context_chain_coverage", "context_shared_names", "novel_coverage"],
 )
-def test_a_bridge_between_two_context_passages_outranks_a_same_topic_distractor(
-    feature: str,
-) -> None:
-    rows = pool_features(REQUEST)
-    distractor, bridge = rows[:, column(feature)]
+def test_a_bridge_named_by_the_context_outranks_a_same_topic_distractor(feature: str) -> None:
+    distractor, bridge = features(REQUEST)[:, column(feature)]
     assert bridge > distractor
+
+
+def test_context_columns_are_zero_without_context_and_read_it_with_context() -> None:
+    alone = features(JudgeRequest(QUESTION, REQUEST.candidates))
+    quoted = features(REQUEST)
+    context = [column(name) for name in FEATURE_NAMES if name.startswith("context_")]
+    assert not alone[:, context].any()
+    assert quoted[:, context].any()
+    # The context changes the request's idf, not what the candidate is.
+    fixed = [column(n) for n in ("bm25_rank", "bm25_to_best", "round_found", "log_length")]
+    assert alone[:, fixed].tolist() == quoted[:, fixed].tolist()
+
+
+def test_a_context_passage_counts_with_its_previous_score() -> None:
+    strong = features(REQUEST)[1, column("context_named_by")]
+    weak_work = ContextPassage(WORK.title, WORK.text, previous_score=0.2)
+    weak = features(JudgeRequest(QUESTION, REQUEST.candidates, (weak_work, COUNTRY)))
+    assert strong == pytest.approx(0.9)
+    assert weak[1, column("context_named_by")] == pytest.approx(0.2)
+
+
+def test_the_candidates_own_score_is_read_only_through_the_context() -> None:
+    scored = Candidate(BRIDGE.title, BRIDGE.text, 1, 2.0, previous_score=0.8)
+    alone = features(JudgeRequest(QUESTION, (scored, DISTRACTOR)))
+    assert not alone[:, column("own_context_score")].any()
+    quoted = ContextPassage(BRIDGE.title, BRIDGE.text, previous_score=0.8)
+    with_it = features(JudgeRequest(QUESTION, (scored, DISTRACTOR), (WORK, quoted)))
+    assert with_it[0, column("own_context_score")] == pytest.approx(0.8)
+    # A candidate is never its own bridge: its quoted copy is masked out of the pair columns.
+    assert with_it[0, column("context_cosine")] < 0.99
 
 
 def test_features_are_finite_without_context_or_engine_facts() -> None:
     request = JudgeRequest(QUESTION, (Candidate(BRIDGE.title, BRIDGE.text), DISTRACTOR))
-    rows = pool_features(request)
-    assert rows.shape == (2, len(POOL_FEATURE_NAMES))
+    rows = features(request)
+    assert rows.shape == (2, len(FEATURE_NAMES))
     assert np.isfinite(rows).all()
-    assert rows[:, column("ppr_context")].tolist() == pytest.approx(
-        rows[:, column("ppr_question")].tolist(), abs=1.0
-    )
+    assert rows[0, column("round_found")] == -1.0
 
 
 def test_a_single_candidate_and_an_empty_question_are_scored() -> None:
@@ -77,13 +109,68 @@ def test_a_single_candidate_and_an_empty_question_are_scored() -> None:
     assert len(judge.score_now(JudgeRequest("the of", (BRIDGE,)))) == 1
 
 
-def test_pagerank_sums_to_one_and_favours_the_restart() -> None:
-    links = np.array([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])
-    visits = personalised_pagerank(links, np.array([1.0, 0.0, 0.0]))
-    assert visits.sum() == pytest.approx(1.0)
-    assert visits[0] > visits[2]
-    isolated = personalised_pagerank(np.zeros((2, 2)), np.zeros(2))
-    assert isolated.tolist() == pytest.approx([0.5, 0.5])
+def test_a_hostile_question_is_read_only_up_to_its_term_bound() -> None:
+    words = " ".join(f"w{n}x" for n in range(12_000))
+    _, terms = AnalysisCache().request_terms([], words)
+    assert len(terms.tokens) == len(terms.ids) == MAX_QUESTION_TERMS
+    rows = features(JudgeRequest(words, (BRIDGE, DISTRACTOR), (WORK,)))
+    assert np.isfinite(rows).all()
+
+
+def test_the_analysis_cache_is_bounded_by_bytes_and_never_holds_questions() -> None:
+    cache = AnalysisCache(limit=200_000)
+    for n in range(40):
+        cache.request_terms([(f"Title {n}", f"Passage {n} " + "word " * 2_000)], QUESTION)
+    assert cache.bytes <= 200_000
+    assert 0 < len(cache) < 40
+    assert ("Title 39", "Passage 39 " + "word " * 2_000) in cache
+    assert ("Title 0", "Passage 0 " + "word " * 2_000) not in cache
+    judge = PoolJudge()
+    judge.score_now(REQUEST)
+    assert len(judge.analyses) == 4  # two candidates, two context passages, no question
+    assert ("", QUESTION) not in judge.analyses
+
+
+def test_a_full_vocabulary_starts_afresh_between_requests() -> None:
+    cache = AnalysisCache(vocabulary_limit=50)
+    first = features(REQUEST)
+    for n in range(5):
+        cache.request_terms([(f"T{n}", " ".join(f"w{n}q{k}" for k in range(30)))], QUESTION)
+    assert len(cache) < 5
+    assert request_features(REQUEST, cache).tolist() == first.tolist()
+
+
+def test_the_bm25_guard_moves_scores_towards_bm25_order() -> None:
+    request = JudgeRequest(QUESTION, (DISTRACTOR, BRIDGE), (WORK, COUNTRY))
+    plain = PoolJudge(bm25_guard=0.0).score_now(request)
+    fully = PoolJudge(bm25_guard=1.0).score_now(request)
+    assert fully == pytest.approx([1.0, 2.0 / 3.0])
+    half = PoolJudge(bm25_guard=0.5).score_now(request)
+    assert half == pytest.approx([(p + b) / 2 for p, b in zip(plain, fully, strict=True)])
+    assert PoolJudge(bm25_guard=0.5).identity != PoolJudge(bm25_guard=0.0).identity
+    with pytest.raises(JudgeConfigurationError, match="bm25_guard"):
+        PoolJudge(bm25_guard=1.5)
+
+
+def test_feature_memory_grows_linearly_with_the_pool() -> None:
+    def request(size: int) -> JudgeRequest:
+        pool = tuple(
+            Candidate(f"Choir {n}", f"Choir {n} sang the Zorvanic Requiem in town {n}.", 0, 1.0)
+            for n in range(size)
+        )
+        return JudgeRequest(QUESTION, pool, (WORK, COUNTRY))
+
+    def peak(size: int) -> int:
+        cache = AnalysisCache()
+        cache.request_terms([(c.title, c.text) for c in request(size).candidates], QUESTION)
+        tracemalloc.start()
+        rows = request_features(request(size), cache)
+        used = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert rows.shape == (size, len(FEATURE_NAMES)) and np.isfinite(rows).all()
+        return used
+
+    assert peak(800) < 16 * peak(100)  # linear is 8x; a pool x pool array would be 64x
 
 
 def test_scores_are_deterministic_probabilities() -> None:
@@ -132,7 +219,7 @@ def test_malformed_model_files_are_refused(tmp_path: Path, change: dict, message
 def test_a_split_on_an_unknown_feature_is_refused(tmp_path: Path) -> None:
     model, _ = load_pool_model()
     payload = model.to_json()
-    payload["trees"]["feature"][0][0] = len(POOL_FEATURE_NAMES)
+    payload["trees"]["feature"][0][0] = len(FEATURE_NAMES)
     path = tmp_path / "model.json"
     path.write_text(json.dumps(payload))
     with pytest.raises(JudgeConfigurationError, match="does not list"):
@@ -168,11 +255,10 @@ def test_training_on_a_tiny_fixture_fits_a_loadable_model(tmp_path: Path) -> Non
     index = SQLiteIndex(tmp_path / "tiny.sqlite")
     index.add_documents([Document(p.doc_id, p.text, p.title) for p in passages], parallel=False)
     train = training.TrainSet("tiny", [question], index)
-    rows = training.rows_for(train, training.NoisyOracle({QUESTION: set(gold)}), 0)
+    rows = training.teacher_rows(train, "oracle", tmp_path)
     assert rows.labels.sum() >= 2
-    model = training.fit(
-        [rows], {"test": True}, parameters={**training.PARAMETERS, "min_data_in_leaf": 2}, rounds=5
-    )
+    parameters = {**training.PARAMETERS, "min_data_in_leaf": 2}
+    model = training.fit([train], tmp_path, {"test": True}, parameters=parameters, rounds=5)
     path = tmp_path / "model.json"
     path.write_text(json.dumps(model.to_json()))
     judge = PoolJudge(model_path=path)

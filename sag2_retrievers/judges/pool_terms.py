@@ -1,0 +1,160 @@
+"""What the pool judge reads from a passage, analysed once and kept in a cache bounded by bytes.
+
+A passage's analysis (content tokens as ids, name phrases, title phrase, token text for
+phrase tests) is a pure function of its title and text, so it is cached across requests: the
+same passages come back round after round and question after question. Tokens are numbered in
+one vocabulary shared by the cached analyses, so a request lays its passages out as arrays
+without a dictionary look-up per token. The cache is bounded by the bytes it holds, not by
+entries, so a few huge passages cannot pin gigabytes; the vocabulary is bounded by its size
+and starts afresh (with the cache) when full. Questions are analysed per request and never
+cached.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..query import analysed_question
+from ..text import STOPWORDS, name_runs, tokenize
+
+CACHE_BYTES = 64 * 1024 * 1024  # analyses kept across requests (about 40,000 short passages)
+MAX_VOCABULARY = 400_000  # distinct tokens numbered before the vocabulary starts afresh
+MAX_QUESTION_TERMS = 64  # a question's distinct terms the judge reads, in order of appearance
+MAX_PASSAGE_CHARS = 20_000  # a passage's first characters that the judge analyses
+
+Ids = npt.NDArray[np.int64]
+_ASCII_WORD = re.compile(r"[0-9a-z]+")
+
+
+@dataclass(frozen=True)
+class PassageTerms:
+    """A passage as the judge sees it: token ids (title included), name phrases (title
+    included), the title's token phrase and ids, and its token text for phrase tests."""
+
+    ids: Ids  # sorted, distinct
+    names: frozenset[str]
+    title: str
+    title_ids: Ids  # sorted, distinct
+    padded_text: str
+    length: int
+
+    @property
+    def size(self) -> int:
+        """Approximate bytes held, for the cache's bound."""
+        names = sum(len(n) + 56 for n in self.names)
+        return 2 * (len(self.padded_text) + len(self.title)) + 8 * len(self.ids) + names + 500
+
+    def mentions(self, phrase: str) -> bool:
+        """Whether the token phrase occurs in this passage's text."""
+        return bool(phrase) and f" {phrase} " in self.padded_text
+
+
+@dataclass(frozen=True)
+class QuestionTerms:
+    """The analysed question: its distinct content tokens (at most MAX_QUESTION_TERMS), their
+    ids (-1 for a token no analysed passage holds) and its token text."""
+
+    tokens: tuple[str, ...]
+    ids: Ids
+    padded_text: str
+
+    def mentions(self, phrase: str) -> bool:
+        """Whether the token phrase occurs in the question."""
+        return bool(phrase) and f" {phrase} " in self.padded_text
+
+
+def words(text: str) -> list[str]:
+    """The judge's tokens: ASCII text split into lowercase letter-digit runs (a regular
+    expression, several times cheaper than the index's analyzer), any other text through the
+    analyzer; stopwords removed. Question and passages go through the same function."""
+    if text.isascii():
+        return [w for w in _ASCII_WORD.findall(text.lower()) if w not in STOPWORDS]
+    return tokenize(text)
+
+
+class AnalysisCache:
+    """Passage analyses by (title, text), least recently used first out, at most ``limit``
+    bytes, with the vocabulary their ids come from."""
+
+    def __init__(self, limit: int = CACHE_BYTES, vocabulary_limit: int = MAX_VOCABULARY) -> None:
+        self.limit = limit
+        self.vocabulary_limit = vocabulary_limit
+        self.bytes = 0
+        self._entries: OrderedDict[tuple[str, str], PassageTerms] = OrderedDict()
+        self._vocabulary: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def request_terms(
+        self, passages: Sequence[tuple[str, str]], question: str
+    ) -> tuple[list[PassageTerms], QuestionTerms]:
+        """The analyses of a request's passages (title, text) and of its question, all with
+        ids from one vocabulary (held under one lock, so a reset cannot fall between them)."""
+        with self._lock:
+            if len(self._vocabulary) > self.vocabulary_limit:
+                self._entries.clear()
+                self._vocabulary.clear()
+                self.bytes = 0
+            analysed = [self._terms(title, text) for title, text in passages]
+            return analysed, self._question(question)
+
+    def _terms(self, title: str, text: str) -> PassageTerms:
+        """One passage's analysis, from the cache or computed and remembered."""
+        key = (title, text)
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+            return found
+        terms = self._analyse(title, text)
+        cost = terms.size + sys.getsizeof(title) + sys.getsizeof(text)
+        if cost <= self.limit:
+            self._entries[key] = terms
+            self.bytes += cost
+            while self.bytes > self.limit:
+                (old_title, old_text), old = self._entries.popitem(last=False)
+                self.bytes -= old.size + sys.getsizeof(old_title) + sys.getsizeof(old_text)
+        return terms
+
+    def _analyse(self, title: str, text: str) -> PassageTerms:
+        """Tokens, names (the title's phrase among them) and padded token text of a passage."""
+        text = text[:MAX_PASSAGE_CHARS]
+        body = words(text)
+        title_tokens = words(title)
+        nfkc = unicodedata.normalize("NFKC", text)
+        names = {" ".join(words(nfkc[start:end])) for start, end in name_runs(nfkc)}
+        title_phrase = " ".join(title_tokens)
+        names.add(title_phrase)
+        names.discard("")
+        number = self._vocabulary.setdefault
+        ids = {number(t, len(self._vocabulary)) for t in (*title_tokens, *body)}
+        title_ids = {number(t, len(self._vocabulary)) for t in title_tokens}
+        return PassageTerms(
+            np.array(sorted(ids), dtype=np.int64),
+            frozenset(names),
+            title_phrase,
+            np.array(sorted(title_ids), dtype=np.int64),
+            f" {' '.join(body)} ",
+            len(body),
+        )
+
+    def _question(self, question: str) -> QuestionTerms:
+        """The analysed part of the question, its first MAX_QUESTION_TERMS distinct tokens."""
+        text = analysed_question(question)
+        tokens = words(text)
+        distinct = tuple(dict.fromkeys(tokens))[:MAX_QUESTION_TERMS]
+        ids = np.array([self._vocabulary.get(t, -1) for t in distinct], dtype=np.int64)
+        return QuestionTerms(distinct, ids, f" {' '.join(tokens)} ")
