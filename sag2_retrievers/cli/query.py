@@ -11,6 +11,7 @@ from ..backends.base import DocumentIndex
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..judges.base import Judge
+from ..lexical import bm25_retrieve
 from ..query import query_terms
 from ..results import RetrievalResult, RetrievedUnit, why_empty
 from ..trace_html import write_trace_html
@@ -18,6 +19,7 @@ from .common import (
     EXIT_OK,
     HELP_FORMAT,
     Commands,
+    UsageError,
     announce_embedding,
     chosen_judge,
     describe_judge,
@@ -33,6 +35,11 @@ SCORE_LEGEND = (
     "BM25 candidate, 1-2 = found by expansion; the top 10 are reordered for diversity, so "
     "scores need not descend"
 )
+BM25_LINE = "method: bm25, the index's BM25 ranking alone (no judge, no expansion)"
+BM25_LEGEND = (
+    "[score]: the passage's BM25 score against the question (higher is better); round 0: "
+    "every hit is a BM25 candidate; one line per source document, its best passage"
+)
 
 
 def add_query_command(
@@ -46,6 +53,12 @@ def add_query_command(
         help="retrieve ranked evidence for one question",
     )
     command.add_argument("question")
+    command.add_argument(
+        "--method",
+        choices=("bm25", "sag2"),
+        default="sag2",
+        help="sag2: judged rounds with expansion; bm25: the index's BM25 order, no judge",
+    )
     command.add_argument(
         "--db", required=True, help="an index built by `sag2 index` (file or postgresql:// URL)"
     )
@@ -64,23 +77,37 @@ def add_query_command(
 
 def run_query(args: argparse.Namespace) -> int:
     """Retrieve evidence for one question and print it (with the rounds' trace if asked)."""
+    if args.method == "bm25" and (args.trace or args.trace_html):
+        raise UsageError("--trace and --trace-html need --method sag2 (BM25 has no rounds)")
     with existing_index(args.db) as index:
-        judge = chosen_judge(args)
-        announce_embedding(args)
-        result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
-        if args.trace_html:
-            make_parent(args.trace_html)
-            write_trace_html(args.trace_html, result, index, judge=judge.identity)
+        if args.method == "bm25":
+            result, judge = bm25_retrieve(index, args.question, args.top_k), None
+        else:
+            result, judge = _judged_retrieval(index, args)
         if args.json:
-            print(json.dumps(_result_json(index, result, judge.identity), ensure_ascii=False))
+            print(json.dumps(_result_json(index, result, args.method, judge), ensure_ascii=False))
             return EXIT_OK
-        print(describe_judge(args))
+        print(describe_judge(args) if judge is not None else BM25_LINE)
         if args.trace:
             _print_trace(index, result)
         _print_hits(
             result, query_terms(index, args.question, MAX_QUERY_TOKENS) if result.hits else []
         )
+        _print_footer(result, args.method)
     return EXIT_OK
+
+
+def _judged_retrieval(
+    index: DocumentIndex, args: argparse.Namespace
+) -> tuple[RetrievalResult, str]:
+    """SAG2 with the chosen judge (its HTML trace written if asked); the judge's identity."""
+    judge = chosen_judge(args)
+    announce_embedding(args)
+    result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
+    if args.trace_html:
+        make_parent(args.trace_html)
+        write_trace_html(args.trace_html, result, index, judge=judge.identity)
+    return result, judge.identity
 
 
 async def _retrieve(
@@ -95,7 +122,7 @@ async def _retrieve(
 
 
 def _print_hits(result: RetrievalResult, terms: list[str]) -> None:
-    """Ranked evidence: position, judge score, round found, title, doc id, the text around what
+    """Ranked evidence: position, score, round found, title, doc id, the text around what
     matched; a hit whose text repeats an earlier one's is named on that hit's line instead."""
     if not result.hits:
         print(f"no evidence found: {why_empty(result)}")
@@ -109,6 +136,15 @@ def _print_hits(result: RetrievalResult, terms: list[str]) -> None:
         print(f"     {preview(hit.text, terms)}")
         if repeats := first_with_text[hit.text][1:]:
             print(f"     same text also in: {', '.join(repeats)}")
+
+
+def _print_footer(result: RetrievalResult, method: str) -> None:
+    """What the scores mean, and for SAG2 the judgments spent and why the rounds stopped."""
+    if not result.hits:
+        return
+    if method == "bm25":
+        print(BM25_LEGEND)
+        return
     suffix = "; judge failed, lexical order" if result.degraded else ""
     print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
     print(SCORE_LEGEND)
@@ -143,11 +179,15 @@ def _unit_titles(index: DocumentIndex, result: RetrievalResult) -> dict[int, str
     return {unit_id: unit.title for unit_id, unit in index.units(seeds).items()}
 
 
-def _result_json(index: DocumentIndex, result: RetrievalResult, judge: str) -> dict[str, Any]:
-    """A retrieval as JSON: hits with offsets and metadata, usage, and the rounds' trace."""
+def _result_json(
+    index: DocumentIndex, result: RetrievalResult, method: str, judge: str | None
+) -> dict[str, Any]:
+    """A retrieval as JSON: hits with offsets and metadata, usage, and the rounds' trace (BM25:
+    no judge, no rounds)."""
     titles = _unit_titles(index, result)
     return {
         "question": result.question,
+        "method": method,
         "judge": judge,
         "judgments": result.judgments,
         "stop_reason": result.stop_reason,
