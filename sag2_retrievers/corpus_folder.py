@@ -13,6 +13,7 @@ from pathlib import Path, PurePosixPath
 from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
 from .documents import Document
 from .errors import InvalidInputError
+from .id_claims import IdClaims
 from .input_files import UndecodableFileError, looks_binary, printable_path, within
 
 # Files of these kinds are never text, whatever their first bytes hold.
@@ -126,13 +127,16 @@ class FolderCorpus:
         """A path with its printable path relative to the folder."""
         return printable_path(path.relative_to(self.folder).as_posix() + suffix), path
 
-    def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
-        """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
+    def documents(
+        self, files: list[tuple[str, Path]], tally: FolderTally, claims: IdClaims
+    ) -> Iterator[Document]:
+        """The documents of the files kept (of ``files``), counting the rest in ``tally`` and
+        keeping out (in ``claims``) a record whose id an earlier one of the run has."""
         for relative, path in files:
             try:
                 reason = self._skip_reason(relative, path)
                 if reason is None:
-                    reason = yield from self._read(relative, path, tally)
+                    reason = yield from self._read(relative, path, tally, claims)
             except OSError as error:  # permission denied, removed meanwhile, an I/O error
                 tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
                 reason = "unopenable"
@@ -160,13 +164,13 @@ class FolderCorpus:
         return None
 
     def _read(
-        self, relative: str, path: Path, tally: FolderTally
+        self, relative: str, path: Path, tally: FolderTally, claims: IdClaims
     ) -> Generator[Document, None, str | None]:
         """Yield a file's documents; return why it was skipped (blank, undecodable, invalid),
         keeping the error's sentence in ``tally.problems``."""
         if path.suffix.lower() in CORPUS_SUFFIXES:
             try:
-                yield from read_corpus(path, self.fallback)
+                yield from claims.kept(read_corpus(path, self.fallback), relative)
             except InvalidInputError as error:
                 tally.problems[relative] = str(error)
                 return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
@@ -177,7 +181,7 @@ class FolderCorpus:
             return "blank"
         except UndecodableFileError:
             return "undecodable"
-        yield document
+        yield from claims.kept([document], relative)
         return None
 
 

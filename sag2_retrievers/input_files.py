@@ -158,5 +158,7 @@ def within(path: Path, folder: Path) -> bool:
 
 def printable_path(path: str) -> str:
     """A path as valid text: bytes of a file name that are not UTF-8 (which os.walk hands over
-    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable.
+    A literal backslash is doubled first, so a name spelling out an escape (``bad\\xff``) and
+    one holding that byte get different ids (a backslash is never part of a UTF-8 sequence)."""
+    return os.fsencode(path).replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
