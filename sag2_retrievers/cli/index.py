@@ -153,7 +153,7 @@ def _ingest(
         total = None
     else:
         folder = FolderCorpus.at(corpus, args.glob or (), fallback)
-        files = folder.files()
+        files = folder.files(tally)
         documents, total = folder.documents(files, tally, claims), len(files)
     with progress(args, "indexing", "doc", total=total) as bar:
         if tally is not None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,92 @@ def test_a_record_repeated_unchanged_is_stored_once_and_counted(
     code, out, err = _sag2(["index", str(corpus), "--db", str(tmp_path / "i.sqlite")], capsys)
     assert code == 0, err
     assert "indexed 2 records (1 repeating an earlier record, stored once)" in out
+
+
+# -- item 4: an unreadable sub-folder is counted, listed and fails the run ------------------
+
+
+def _locked_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with a readable file and a sub-folder that cannot be listed (its mode is 000;
+    as root, which reads any folder, listing it raises the same PermissionError)."""
+    folder = tmp_path / "docs"
+    (folder / "locked").mkdir(parents=True)
+    (folder / "open.txt").write_text("Readable notes.\n")
+    (folder / "locked" / "hidden.txt").write_text("Private notes.\n")
+    (folder / "locked").chmod(0)
+    real = os.scandir
+
+    def scandir(path: str | os.PathLike[str]) -> object:
+        if Path(path).name == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    return folder
+
+
+def test_an_unreadable_sub_folder_is_listed_and_fails_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 4: os.walk without onerror skipped a folder it could not list without a word."""
+    folder = _locked_folder(tmp_path, monkeypatch)
+    try:
+        code, out, err = _sag2(["index", str(folder), "--db", str(tmp_path / "i.db")], capsys)
+    finally:
+        (folder / "locked").chmod(0o755)
+    assert code == 1
+    assert "skipped 'locked/': Permission denied (a folder: nothing in it was read)" in err
+    assert "1 file(s) could not be read" in err
+    assert "1 files read, 1 skipped (1 could not be read)" in out
+    assert _stored_ids(tmp_path / "i.db") == ["open.txt"]
+
+
+def test_skip_unreadable_accepts_an_unreadable_sub_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--skip-unreadable accepts skipping the folder, as it does an unreadable file."""
+    folder = _locked_folder(tmp_path, monkeypatch)
+    try:
+        argv = ["index", str(folder), "--db", str(tmp_path / "i.db"), "--skip-unreadable"]
+        code, _, err = _sag2(argv, capsys)
+    finally:
+        (folder / "locked").chmod(0o755)
+    assert code == 0
+    assert "'locked/': Permission denied" in err
+
+
+# -- item 5: deep folders are walked without recursion --------------------------------------
+
+
+def test_a_thousand_nested_folders_are_walked_without_recursion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 5: os.walk recurses on Python 3.10 and 3.11, so 1,000 nested folders ended in a
+    RecursionError traceback; the walk runs here under a recursion limit it could not meet."""
+    folder = deepest = tmp_path / "deep"
+    folder.mkdir()
+    for _ in range(1000):  # Path.mkdir(parents=True) would itself recurse 1,000 deep
+        deepest /= "d"
+        deepest.mkdir()
+    (deepest / "bottom.txt").write_text("At the bottom of the folders.\n")
+    (folder / "top.txt").write_text("At the top.\n")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack()) + 300)
+    try:
+        code, out, err = _sag2(["index", str(folder), "--db", str(tmp_path / "i.db")], capsys)
+    finally:
+        sys.setrecursionlimit(limit)
+        _remove_nested(deepest, folder)
+    assert code == 0, err
+    assert "2 files read" in out
+    assert "/".join(["d"] * 1000) + "/bottom.txt" in _stored_ids(tmp_path / "i.db")
+
+
+def _remove_nested(deepest: Path, top: Path) -> None:
+    """Remove a chain of nested folders from the bottom up (shutil.rmtree, which pytest's
+    tmp_path cleanup uses, recurses once per level on Python 3.11)."""
+    for path in deepest.iterdir():
+        path.unlink()
+    while deepest != top:
+        deepest.rmdir()
+        deepest = deepest.parent
