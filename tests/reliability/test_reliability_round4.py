@@ -7,11 +7,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sag2_retrievers import SQLiteIndex
+from sag2_retrievers import SQLiteIndex, corpus_io, input_files
 from sag2_retrievers.cli.app import main
+from sag2_retrievers.errors import InvalidInputError
 
 
 def _sag2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -183,3 +185,80 @@ def _remove_nested(deepest: Path, top: Path) -> None:
     while deepest != top:
         deepest.rmdir()
         deepest = deepest.parent
+
+
+# -- item 6: regular files only, reads bounded on the open handle ---------------------------
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_eval_refuses_a_device_or_a_fifo_as_its_questions_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], special: str
+) -> None:
+    """Defect 6: `sag2 eval /dev/zero` read until out of memory; a FIFO with no writer hung."""
+    questions = Path(special)
+    if special == "fifo":
+        questions = tmp_path / "questions.json"
+        os.mkfifo(questions)
+    argv = ["eval", str(questions), "--db", str(tmp_path / "i.db"), "--method", "bm25"]
+    code, _, err = _sag2(argv, capsys)
+    assert code == 1
+    assert f"{questions}: not a regular file" in err
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        input_files.read_text,
+        input_files.read_json,
+        lambda path: list(input_files.text_lines(path)),
+        input_files.looks_binary,
+        corpus_io.corpus_kind,
+    ],
+)
+def test_every_reader_refuses_a_special_file_before_reading(read: Any, tmp_path: Path) -> None:
+    """Each way the package reads a file checks what it opened, so a FIFO does not block."""
+    fifo = tmp_path / "stream"
+    os.mkfifo(fifo)
+    with pytest.raises(input_files.NotRegularFileError):
+        read(fifo)
+
+
+def test_a_file_growing_while_read_is_read_only_to_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 6: the limit was a stat before read_bytes(), so a file that grew after the stat
+    was read whole (552M characters); now at most the limit + 1 bytes are read."""
+    monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 1_000)
+    grown = tmp_path / "grown.json"
+    grown.write_text("[]")
+    real_open = input_files.open_regular
+
+    def open_then_grow(path: Path) -> Any:
+        handle = real_open(path)
+        path.write_text(json.dumps([{"text": "x" * 50_000}]))  # after any check of its size
+        return _CountingReader(handle)
+
+    monkeypatch.setattr(input_files, "open_regular", open_then_grow)
+    with pytest.raises(InvalidInputError, match="above the limit of 1,000 bytes"):
+        input_files.read_text(grown)
+    assert _CountingReader.last_read <= 1_001
+
+
+class _CountingReader:
+    """A file handle that remembers how many bytes its last read returned."""
+
+    last_read = 0
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def __enter__(self) -> _CountingReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+    def read(self, size: int) -> bytes:
+        raw: bytes = self.handle.read(size)
+        _CountingReader.last_read = len(raw)
+        return raw
