@@ -11,6 +11,7 @@ from ..backends.base import DocumentIndex
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..judges.base import Judge
+from ..output_files import require_replaceable_html
 from ..query import query_terms
 from ..results import RetrievalResult, RetrievedUnit, why_empty
 from ..trace_html import write_trace_html
@@ -64,6 +65,8 @@ def add_query_command(
 
 def run_query(args: argparse.Namespace) -> int:
     """Retrieve evidence for one question and print it (with the rounds' trace if asked)."""
+    if args.trace_html:
+        require_replaceable_html(args.trace_html)
     with existing_index(args.db) as index:
         judge = chosen_judge(args)
         announce_embedding(args)

@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from sag2_retrievers import SQLiteIndex, corpus_io, input_files
+from sag2_retrievers import SQLiteIndex, corpus_io, input_files, output_files
 from sag2_retrievers.cli.app import main
+from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import InvalidInputError
 
 
@@ -262,3 +263,79 @@ class _CountingReader:
         raw: bytes = self.handle.read(size)
         _CountingReader.last_read = len(raw)
         return raw
+
+
+# -- item 7: a trace never replaces the index, and is written whole ------------------------
+
+
+@pytest.fixture
+def built_index(tmp_path: Path, tiny_corpus: tuple[Document, ...]) -> Path:
+    """An index file holding the tiny corpus."""
+    db = tmp_path / "index.sqlite"
+    with SQLiteIndex(db) as index:
+        index.add_documents(tiny_corpus, parallel=False)
+    return db
+
+
+def _query_with_trace(db: Path, trace: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """`sag2 query` with the fake judge and --trace-html: exit code and stderr."""
+    argv = ["query", "--db", str(db), "--judge", "fake", "--trace-html", str(trace)]
+    code, _, err = _sag2([*argv, "Who wrote The Hobbit?"], capsys)
+    return code, err
+
+
+def test_a_trace_naming_the_index_is_refused_and_the_index_kept(
+    built_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Defect 7: `--trace-html` naming the index file replaced the index with HTML."""
+    before = built_index.read_bytes()
+    code, err = _query_with_trace(built_index, built_index, capsys)
+    assert code == 1 and "is not an HTML page" in err
+    assert built_index.read_bytes() == before
+    with SQLiteIndex(built_index, create=False) as index:
+        assert index.search("Hobbit", 1)
+
+
+def test_a_trace_over_another_file_is_refused_and_over_an_old_trace_written(
+    built_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Any existing file that is not an HTML page is kept; a trace written before is replaced."""
+    notes = tmp_path / "notes.html"
+    notes.write_text("my notes, not a page\n")
+    code, _ = _query_with_trace(built_index, notes, capsys)
+    assert code == 1 and notes.read_text() == "my notes, not a page\n"
+    trace = tmp_path / "trace.html"
+    trace.write_text("<!DOCTYPE html>\n<html>an old trace</html>\n")
+    code, err = _query_with_trace(built_index, trace, capsys)
+    assert code == 0, err
+    assert "SAG2 retrieval trace" in trace.read_text()
+
+
+def test_a_trace_that_fails_midway_leaves_the_old_page_and_no_partial_file(
+    built_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    """The page is written to a temporary file renamed over the target: never half a page."""
+    trace = tmp_path / "trace.html"
+    trace.write_text("<!DOCTYPE html>\n<html>an old trace</html>\n")
+
+    def full_disk(descriptor: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(output_files.os, "fsync", full_disk)
+    code, err = _query_with_trace(built_index, trace, capsys)
+    assert code == 1 and "no space left on device" in err
+    assert trace.read_text() == "<!DOCTYPE html>\n<html>an old trace</html>\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["index.sqlite", "trace.html"]
+
+
+def test_eval_traces_into_an_existing_file_are_refused(
+    built_index: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sag2 eval --trace-html` names a folder; naming the index file is refused up front."""
+    questions = tmp_path / "q.json"
+    questions.write_text(json.dumps([{"id": "q", "question": "Hobbit?", "gold": ["hobbit"]}]))
+    before = built_index.read_bytes()
+    argv = ["eval", str(questions), "--db", str(built_index), "--method", "sag2"]
+    code, _, err = _sag2([*argv, "--judge", "fake", "--trace-html", str(built_index)], capsys)
+    assert code == 1 and "exists and is not a folder" in err
+    assert built_index.read_bytes() == before
