@@ -27,6 +27,7 @@ from ..eval.runner import (
     read_budgets,
 )
 from ..judges.base import Judge
+from ..server_dsn import is_server, shown
 from ..trace_html import write_trace_html
 from .common import (
     EXIT_OK,
@@ -38,11 +39,9 @@ from .common import (
     concurrency,
     existing_index,
     file_bytes,
-    is_server,
     make_parent,
     positive_int,
     progress,
-    shown,
 )
 
 

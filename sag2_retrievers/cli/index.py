@@ -22,6 +22,7 @@ from ..documents import Document
 from ..errors import InvalidInputError, SAG2Error
 from ..id_claims import IdClaims
 from ..input_files import checked_encoding
+from ..server_dsn import is_server, shown
 from ..settings import IndexSettings
 from ..text import DEFAULT_PROFILE, PROFILES
 from .common import (
@@ -29,11 +30,9 @@ from .common import (
     HELP_FORMAT,
     Commands,
     file_bytes,
-    is_server,
     make_parent,
     positive_int,
     progress,
-    shown,
     warn,
 )
 

@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from sag2_retrievers import SQLiteIndex, corpus_io, input_files, output_files
+from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.cli.app import main
 from sag2_retrievers.documents import Document
-from sag2_retrievers.errors import InvalidInputError
+from sag2_retrievers.errors import InvalidInputError, SAG2Error
+from sag2_retrievers.server_dsn import is_server, shown
+from tests.postgres_server import PostgresServer
 
 
 def _sag2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -339,3 +344,129 @@ def test_eval_traces_into_an_existing_file_are_refused(
     code, _, err = _sag2([*argv, "--judge", "fake", "--trace-html", str(built_index)], capsys)
     assert code == 1 and "exists and is not a folder" in err
     assert built_index.read_bytes() == before
+
+
+# -- item 8: no password of any DSN form in an error, log, repr, trace or report ----------
+
+SECRET_PARTS = ("Hunter2", "Secret9")  # each half of a password, so a split one is caught too
+PASSWORD = "Hunter2Secret9"
+
+
+def _dsn_forms(port: int) -> dict[str, str]:
+    """Every spelling of a connection the package accepts, each holding the password."""
+    where = f"127.0.0.1:{port}"
+    return {
+        "url": f"postgresql://postgres:{PASSWORD}@{where}/postgres",
+        "postgres-scheme url": f"postgres://postgres:{PASSWORD}@{where}/postgres",
+        "url with the password in its query": f"postgresql://postgres@{where}/postgres"
+        f"?password={PASSWORD}",
+        "key=value": f"host=127.0.0.1 port={port} user=postgres password={PASSWORD} "
+        "dbname=postgres",
+        "key=value, quoted": f"host=127.0.0.1 port={port} user=postgres "
+        f"password='{SECRET_PARTS[0]} {SECRET_PARTS[1]}' dbname=postgres",
+    }
+
+
+MALFORMED_DSNS = {
+    "url with an unclosed IPv6 bracket": f"postgresql://u:{PASSWORD}@[::1:5432/db",
+    "url whose password holds a slash": f"postgresql://u:{SECRET_PARTS[0]}/{SECRET_PARTS[1]}"
+    "@127.0.0.1:9/db",
+    "url with a port that is not a number": f"postgresql://u:{PASSWORD}@127.0.0.1:x9/db",
+    "key=value with an unquoted space": f"host=127.0.0.1 password={SECRET_PARTS[0]} "
+    f"{SECRET_PARTS[1]} user=u",
+    "key=value with an unknown option": f"host=127.0.0.1 pasword={PASSWORD}",
+}
+
+
+def _leaks(text: str) -> list[str]:
+    """The parts of the password that appear in ``text``."""
+    return [part for part in SECRET_PARTS if part in text]
+
+
+def _eval_files() -> tuple[Path, Path]:
+    """A shared questions file and its corpus; skips when the shared data is absent."""
+    from tests.conftest import SHARED_DATA
+
+    questions = SHARED_DATA / "hipporag_format_samples" / "sample.json"
+    corpus = SHARED_DATA / "hipporag_format_samples" / "sample_corpus.json"
+    if not questions.exists():
+        pytest.skip("shared sample data not found")
+    return questions, corpus
+
+
+def _every_command(dsn: str, tmp_path: Path) -> list[list[str]]:
+    """index, query, eval (with a report) and a query's HTML trace, each on ``dsn``."""
+    questions, corpus = _eval_files()
+    report, trace = tmp_path / "report.json", tmp_path / "trace.html"
+    return [
+        ["index", str(corpus), "--db", dsn],
+        ["query", "--db", dsn, "--judge", "fake", "--trace-html", str(trace), "a question"],
+        ["query", "--db", dsn, "--judge", "fake", "--json", "a question"],
+        ["eval", str(questions), "--db", dsn, "--method", "bm25", "--out", str(report)],
+    ]
+
+
+def _written(tmp_path: Path) -> str:
+    """Everything the commands wrote to files (the report, the trace)."""
+    return "".join(path.read_text() for path in tmp_path.glob("*.*") if path.is_file())
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED_DSNS))
+def test_a_malformed_dsn_never_shows_its_password(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """Defect 8: a malformed URL's ProgrammingError quoted it, password and all ("... a write
+    was rolled back"); a key=value string was taken for an SQLite path and echoed whole."""
+    pytest.importorskip("psycopg")
+    dsn = MALFORMED_DSNS[name]
+    caplog.set_level(logging.DEBUG)
+    assert is_server(dsn)
+    assert _leaks(shown(dsn)) == []
+    for argv in _every_command(dsn, tmp_path):
+        code, out, err = _sag2(argv, capsys)
+        assert code == 1, out + err
+        assert "rolled back" not in err
+        assert _leaks(out + err + caplog.text) == [], argv
+    with pytest.raises(SAG2Error) as caught:
+        PostgresIndex(dsn)
+    assert _leaks("".join(traceback.format_exception(caught.value))) == []
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_server_that_cannot_be_reached_never_shows_a_password(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: Any
+) -> None:
+    """A refused connection names the failure, not the DSN, for every form."""
+    pytest.importorskip("psycopg")
+    caplog.set_level(logging.DEBUG)
+    for dsn in _dsn_forms(9).values():
+        for argv in _every_command(dsn, tmp_path):
+            code, out, err = _sag2(argv, capsys)
+            assert code == 1 and "cannot connect to PostgreSQL" in err
+            assert _leaks(out + err + caplog.text) == [], argv
+
+
+def test_no_output_of_a_working_server_shows_a_password(
+    postgres_server: PostgresServer, tmp_path: Path, capsys: Any, caplog: Any
+) -> None:
+    """index, query (text, JSON, HTML trace), eval (table and report), the index's repr and
+    the logs: none holds the password, for every DSN form, on a real server."""
+    caplog.set_level(logging.DEBUG)
+    for name, dsn in _dsn_forms(postgres_server.port).items():
+        for argv in _every_command(dsn, tmp_path):
+            code, out, err = _sag2(argv, capsys)
+            assert code == 0, (name, err)
+            assert _leaks(out + err + caplog.text + _written(tmp_path)) == [], (name, argv)
+        with PostgresIndex(dsn, create=False) as index:
+            assert _leaks(repr(index) + str(vars(index))) == []
+
+
+def test_a_printed_dsn_keeps_where_and_who_but_not_the_password() -> None:
+    """What the summary line and the report name: host, port, database and user only."""
+    forms = _dsn_forms(5432)
+    assert shown(forms["url"]) == "postgresql://postgres@127.0.0.1:5432/postgres"
+    assert shown(forms["key=value, quoted"]) == (
+        "host=127.0.0.1 port=5432 dbname=postgres user=postgres"
+    )
+    assert shown("runs/index.sqlite") == "runs/index.sqlite"
+    assert not is_server("runs/host=1.sqlite") and is_server("host=db.example dbname=x")

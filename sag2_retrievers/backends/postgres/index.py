@@ -35,6 +35,7 @@ from ..scorer import ArrayScorer, Statistics
 from . import compaction
 from . import schema as pg
 from .blocks import deleted, from_units, length_table, read_segment
+from .connect import ConnectionString
 from .filters import compile_postgres
 from .postings import BatchFrequencies, DocumentFrequencies
 from .scorer import BlockPostings, Generation, PhraseFrequencies
@@ -72,7 +73,7 @@ class PostgresIndex:
             raise InvalidInputError(
                 f"schema must be a lowercase SQL name (letters, digits, _), got {schema!r}"
             )
-        self._dsn = dsn
+        self._dsn = ConnectionString(dsn)
         self.schema = schema
         self._local = threading.local()
         self._connections: list[Any] = []
@@ -101,7 +102,7 @@ class PostgresIndex:
             raise IndexUnavailableError(f"PostgresIndex {self.schema!r} is closed; open it again")
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = _connect(self._dsn)
+            connection = self._dsn.connect()
             self._local.connection = connection
             with self._registry_lock:
                 self._connections.append(connection)
@@ -611,22 +612,6 @@ class PostgresIndex:
         if not phrases:
             return set()
         return {row[0] for row in self._fetch(self._sql(pg.TITLE_PHRASES), (list(phrases),))}
-
-
-def _connect(dsn: str) -> Any:
-    """An autocommit psycopg connection, or an error saying what to install or check."""
-    try:
-        import psycopg
-    except ImportError as error:
-        raise IndexUnavailableError(
-            "PostgresIndex needs psycopg 3: pip install 'sag2-retrievers[postgres]'"
-        ) from error
-    try:
-        return psycopg.connect(dsn, autocommit=True)
-    except psycopg.OperationalError as error:
-        raise IndexUnavailableError(
-            f"cannot connect to PostgreSQL ({error.__class__.__name__}); check the DSN and server"
-        ) from None
 
 
 def _phrases(terms: Iterable[str]) -> list[str]:
