@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -446,8 +447,18 @@ def test_a_server_that_cannot_be_reached_never_shows_a_password(
             assert _leaks(out + err + caplog.text) == [], argv
 
 
+@pytest.fixture
+def default_schema(postgres_server: PostgresServer) -> Iterator[str]:
+    """The schema `sag2 --db` writes to (the CLI names no other), dropped after the test so
+    the session's other tests find the server as they left it."""
+    psycopg = pytest.importorskip("psycopg")
+    yield "sag2"
+    with psycopg.connect(postgres_server.dsn, autocommit=True) as connection:
+        connection.execute('DROP SCHEMA IF EXISTS "sag2" CASCADE')
+
+
 def test_no_output_of_a_working_server_shows_a_password(
-    postgres_server: PostgresServer, tmp_path: Path, capsys: Any, caplog: Any
+    postgres_server: PostgresServer, default_schema: str, tmp_path: Path, capsys: Any, caplog: Any
 ) -> None:
     """index, query (text, JSON, HTML trace), eval (table and report), the index's repr and
     the logs: none holds the password, for every DSN form, on a real server."""
@@ -457,7 +468,7 @@ def test_no_output_of_a_working_server_shows_a_password(
             code, out, err = _sag2(argv, capsys)
             assert code == 0, (name, err)
             assert _leaks(out + err + caplog.text + _written(tmp_path)) == [], (name, argv)
-        with PostgresIndex(dsn, create=False) as index:
+        with PostgresIndex(dsn, schema=default_schema, create=False) as index:
             assert _leaks(repr(index) + str(vars(index))) == []
 
 
