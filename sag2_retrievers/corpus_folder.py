@@ -14,7 +14,13 @@ from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_docume
 from .documents import Document
 from .errors import InvalidInputError
 from .id_claims import IdClaims
-from .input_files import UndecodableFileError, looks_binary, printable_path, within
+from .input_files import (
+    NotRegularFileError,
+    UndecodableFileError,
+    looks_binary,
+    printable_path,
+    within,
+)
 
 # Files of these kinds are never text, whatever their first bytes hold.
 BINARY_SUFFIXES = frozenset(
@@ -158,6 +164,8 @@ class FolderCorpus:
                 reason = self._skip_reason(relative, path)
                 if reason is None:
                     reason = yield from self._read(relative, path, tally, claims)
+            except NotRegularFileError:  # replaced by a FIFO or a device since the walk
+                reason = "special"
             except OSError as error:  # permission denied, removed meanwhile, an I/O error
                 tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
                 reason = "unopenable"

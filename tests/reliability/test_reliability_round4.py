@@ -481,3 +481,28 @@ def test_a_printed_dsn_keeps_where_and_who_but_not_the_password() -> None:
     )
     assert shown("runs/index.sqlite") == "runs/index.sqlite"
     assert not is_server("runs/host=1.sqlite") and is_server("host=db.example dbname=x")
+
+
+def test_a_file_replaced_by_a_fifo_during_the_walk_is_counted_not_fatal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file the walk listed as regular but that is a FIFO when opened is skipped as
+    special, like one found special by the walk; the other files are indexed."""
+    from sag2_retrievers import corpus_folder
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "kept.txt").write_text("Kept notes.\n")
+    (folder / "swapped.txt").write_text("Swapped for a FIFO.\n")
+    real = corpus_folder.looks_binary
+
+    def swapped(path: Path) -> bool:
+        if path.name == "swapped.txt":
+            path.unlink()
+            os.mkfifo(path)
+        return real(path)
+
+    monkeypatch.setattr(corpus_folder, "looks_binary", swapped)
+    code, out, err = _sag2(["index", str(folder), "--db", str(tmp_path / "i.db")], capsys)
+    assert code == 0, err
+    assert "1 files read, 1 skipped (1 not a regular file)" in out
