@@ -506,3 +506,14 @@ def test_a_file_replaced_by_a_fifo_during_the_walk_is_counted_not_fatal(
     code, out, err = _sag2(["index", str(folder), "--db", str(tmp_path / "i.db")], capsys)
     assert code == 0, err
     assert "1 files read, 1 skipped (1 not a regular file)" in out
+
+
+def test_a_record_repeated_within_one_file_is_counted_as_a_repeat(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same JSONL line twice is one document and one repeat, whatever file it is in."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "r", "text": "same"}\n' * 2)
+    code, out, err = _sag2(["index", str(corpus), "--db", str(tmp_path / "i.sqlite")], capsys)
+    assert code == 0, err
+    assert "indexed 2 records (1 repeating an earlier record, stored once)" in out
