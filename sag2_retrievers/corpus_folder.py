@@ -13,7 +13,14 @@ from pathlib import Path, PurePosixPath
 from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
 from .documents import Document
 from .errors import InvalidInputError
-from .input_files import UndecodableFileError, looks_binary, printable_path, within
+from .id_claims import IdClaims
+from .input_files import (
+    NotRegularFileError,
+    UndecodableFileError,
+    looks_binary,
+    printable_path,
+    within,
+)
 
 # Files of these kinds are never text, whatever their first bytes hold.
 BINARY_SUFFIXES = frozenset(
@@ -110,29 +117,55 @@ class FolderCorpus:
             raise InvalidInputError(f"folder {str(folder)!r} does not exist or is not a folder")
         return cls(folder.resolve(), tuple(globs), fallback)
 
-    def files(self) -> list[tuple[str, Path]]:
+    def files(self, tally: FolderTally) -> list[tuple[str, Path]]:
         """Every file under the folder as (relative posix path, path), in path order; a hidden
         folder is one entry (``.git/``), not walked. Folder symlinks are not followed, so no
-        loop and no outside folder is walked."""
+        loop and no outside folder is walked. The walk keeps its own stack of folders (no
+        recursion, whatever the depth); a folder that cannot be listed goes in ``tally``."""
         found = []
-        for root, folders, names in os.walk(self.folder, followlinks=False):
-            hidden = [name for name in folders if name.startswith(".")]
-            folders[:] = [name for name in folders if not name.startswith(".")]
-            found += [self._entry(Path(root, name)) for name in names]
-            found += [self._entry(Path(root, name), "/") for name in hidden]
+        pending = [self.folder]
+        while pending:
+            folder = pending.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        found += self._walked(entry, pending)
+            except OSError as error:  # permission denied, removed meanwhile, an I/O error
+                relative, _ = self._entry(folder, "/")
+                tally.problems[relative] = (
+                    f"{relative!r}: {error.strerror or error} (a folder: nothing in it was read)"
+                )
+                tally.skip("unopenable", relative)
         return sorted(found)
+
+    def _walked(self, entry: os.DirEntry[str], pending: list[Path]) -> list[tuple[str, Path]]:
+        """One entry of a folder: a file as itself, a hidden folder as one entry, and a folder
+        pushed on ``pending`` (a symlink to a folder is neither listed nor followed)."""
+        path = Path(entry.path)
+        if not _is_folder(entry):
+            return [self._entry(path)]
+        if entry.name.startswith("."):
+            return [self._entry(path, "/")]
+        if not entry.is_symlink():
+            pending.append(path)
+        return []
 
     def _entry(self, path: Path, suffix: str = "") -> tuple[str, Path]:
         """A path with its printable path relative to the folder."""
         return printable_path(path.relative_to(self.folder).as_posix() + suffix), path
 
-    def documents(self, files: list[tuple[str, Path]], tally: FolderTally) -> Iterator[Document]:
-        """The documents of the files kept (of ``files``), counting the rest in ``tally``."""
+    def documents(
+        self, files: list[tuple[str, Path]], tally: FolderTally, claims: IdClaims
+    ) -> Iterator[Document]:
+        """The documents of the files kept (of ``files``), counting the rest in ``tally`` and
+        keeping out (in ``claims``) a record whose id an earlier one of the run has."""
         for relative, path in files:
             try:
                 reason = self._skip_reason(relative, path)
                 if reason is None:
-                    reason = yield from self._read(relative, path, tally)
+                    reason = yield from self._read(relative, path, tally, claims)
+            except NotRegularFileError:  # replaced by a FIFO or a device since the walk
+                reason = "special"
             except OSError as error:  # permission denied, removed meanwhile, an I/O error
                 tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
                 reason = "unopenable"
@@ -160,13 +193,13 @@ class FolderCorpus:
         return None
 
     def _read(
-        self, relative: str, path: Path, tally: FolderTally
+        self, relative: str, path: Path, tally: FolderTally, claims: IdClaims
     ) -> Generator[Document, None, str | None]:
         """Yield a file's documents; return why it was skipped (blank, undecodable, invalid),
         keeping the error's sentence in ``tally.problems``."""
         if path.suffix.lower() in CORPUS_SUFFIXES:
             try:
-                yield from read_corpus(path, self.fallback)
+                yield from claims.kept(read_corpus(path, self.fallback), relative)
             except InvalidInputError as error:
                 tally.problems[relative] = str(error)
                 return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
@@ -177,8 +210,17 @@ class FolderCorpus:
             return "blank"
         except UndecodableFileError:
             return "undecodable"
-        yield document
+        yield from claims.kept([document], relative)
         return None
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry is a folder or a symlink to one; a symlink loop is not (it is a file
+    the tally counts as special)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _link_target(link: Path) -> Path | None:

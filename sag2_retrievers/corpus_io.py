@@ -15,7 +15,7 @@ from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
-from .input_files import parse_json, printable_path, read_text, text_lines
+from .input_files import open_regular, parse_json, printable_path, read_text, text_lines
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
@@ -68,7 +68,7 @@ def corpus_kind(path: Path) -> str:
     suffix = path.suffix.lower()
     if suffix in CORPUS_SUFFIXES:
         return "jsonl" if suffix in JSONL_SUFFIXES else "json"
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         head = handle.read(MAX_SNIFF_BYTES)
     start = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n").split("\n", 1)[0]
     try:

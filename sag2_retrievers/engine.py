@@ -65,8 +65,16 @@ class _Retrieval:
     stop_reason: str = "completed"
 
     def rank(self, pool: Sequence[int]) -> list[int]:
-        """Sort by (-judge score, -fusion score, unit id)."""
-        return sorted(pool, key=lambda u: (-self.scores[u], -self.fusion.get(u, 0.0), u))
+        """Sort by (-judge score, -fusion score, document id, offset): the last keys are
+        what the unit is, so the order does not depend on the ids the index's writes gave."""
+        return sorted(
+            pool, key=lambda u: (-self.scores[u], -self.fusion.get(u, 0.0), self._where(u))
+        )
+
+    def _where(self, unit_id: int) -> tuple[str, int]:
+        """A unit's document id and character offset."""
+        unit = self.units[unit_id]
+        return unit.doc_id, unit.char_start
 
     def record_candidates(self, candidates: Sequence[int], round_: int, fusion_k: int) -> None:
         """Note when new candidates were found and their fusion score 1 / (k + rank)."""

@@ -1,5 +1,6 @@
-"""Reading the files users hand the CLI: a size limit checked before reading, byte-order marks,
-a fallback encoding, and JSON parsing whose every failure names the file and what to do."""
+"""Reading the files users hand the CLI: regular files only, a size limit kept while reading,
+byte-order marks, a fallback encoding, and JSON parsing whose every failure names the file and
+what to do."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import codecs
 import io
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,20 +46,44 @@ def checked_encoding(name: str | None) -> str | None:
         ) from None
 
 
-def require_readable_size(path: Path) -> None:
-    """Refuse a file larger than MAX_FILE_BYTES before any of it is read."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
+class NotRegularFileError(InvalidInputError):
+    """A path names a FIFO, a device, a socket or a folder where a file's content is read."""
+
+
+def open_regular(path: Path) -> io.BufferedReader:
+    """A file opened for reading, refused before a byte is read unless it is a regular file:
+    a FIFO with no writer would block for ever and /dev/zero never ends. The open does not
+    block (O_NONBLOCK), so the check is made on what was opened, not on a name checked first."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise NotRegularFileError(
+                f"{path}: not a regular file (a FIFO, a device, a socket or a folder); "
+                "give a file, or copy the stream to one first"
+            )
+        os.set_blocking(descriptor, True)
+        return open(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def read_bounded(path: Path) -> bytes:
+    """A regular file's bytes, refused once more than MAX_FILE_BYTES are read: the bound is
+    kept while reading, so a file that grows meanwhile is not read past it."""
+    with open_regular(path) as handle:
+        raw = handle.read(MAX_FILE_BYTES + 1)
+    if len(raw) > MAX_FILE_BYTES:
         raise InvalidInputError(
-            f"{path}: {size:,} bytes, above the limit of {MAX_FILE_BYTES:,} bytes for a file "
-            "read whole; split it, or write the corpus as JSONL (read line by line)"
+            f"{path}: above the limit of {MAX_FILE_BYTES:,} bytes for a file read whole; split "
+            "it, or write the corpus as JSONL (read line by line)"
         )
+    return raw
 
 
 def read_text(path: Path, fallback: str | None = None) -> str:
     """A whole file as text: by its byte-order mark, else UTF-8, else ``fallback``."""
-    require_readable_size(path)
-    return decoded(path.read_bytes(), str(path), fallback)
+    return decoded(read_bounded(path), str(path), fallback)
 
 
 def decoded(raw: bytes, where: str, fallback: str | None = None) -> str:
@@ -84,7 +110,7 @@ def decoded(raw: bytes, where: str, fallback: str | None = None) -> str:
 def text_lines(path: Path, fallback: str | None = None) -> Iterator[tuple[int, str]]:
     """Number and text of each line, each at most MAX_FILE_BYTES long; UTF-16/32 files (with a
     byte-order mark) are decoded as a stream, others line by line."""
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         marked = next(
             (name for mark, name in _BYTE_ORDER_MARKS if handle.peek(4).startswith(mark)), None
         )
@@ -144,7 +170,7 @@ def read_json(path: Path, hint: str = "check the file") -> Any:
 
 def looks_binary(path: Path) -> bool:
     """Whether a file's first bytes hold a NUL outside a UTF-16/32 text (images, archives)."""
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         head = handle.read(SNIFF_BYTES)
     if any(head.startswith(mark) for mark, name in _BYTE_ORDER_MARKS):
         return False
@@ -158,5 +184,7 @@ def within(path: Path, folder: Path) -> bool:
 
 def printable_path(path: str) -> str:
     """A path as valid text: bytes of a file name that are not UTF-8 (which os.walk hands over
-    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable."""
-    return os.fsencode(path).decode("utf-8", "backslashreplace")
+    as lone surrogates) become ``\\xNN`` escapes, so an id made of it is storable and stable.
+    A literal backslash is doubled first, so a name spelling out an escape (``bad\\xff``) and
+    one holding that byte get different ids (a backslash is never part of a UTF-8 sequence)."""
+    return os.fsencode(path).replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")

@@ -13,10 +13,10 @@ import html
 import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from .backends.base import LexicalBackend
 from .documents import Unit
+from .output_files import write_html_atomically
 from .results import RetrievalResult, RoundTrace
 
 SNIPPET_CHARS = 160
@@ -70,12 +70,13 @@ def write_trace_html(
     gold: Collection[str] = (),
     judge: str = "",
 ) -> None:
-    """Render ``result`` against ``index`` and write the page to ``path``.
+    """Render ``result`` against ``index`` and write the page to ``path`` whole, refusing to
+    replace a file that is not an HTML page (the index named by mistake).
 
     ``gold`` holds gold passage identities (``title + "\\n" + text``, as in evaluation) or
     gold document ids; units matching either are marked.
     """
-    Path(path).write_text(render_trace_html(trace_page(result, index, gold, judge)), "utf-8")
+    write_html_atomically(path, render_trace_html(trace_page(result, index, gold, judge)))
 
 
 def trace_page(

@@ -5,7 +5,9 @@ c(p) = idf(p) * F(k1 + 1) / (F + k1 (1 - b + b |D| / avgdl)) (bm25.py). Here c(p
 for all of a token's units at once from its postings, and for a multiword phrase by the
 backend's full-text index (a one-phrase query returns exactly c(p)), then summed into a dense
 array in the same order: the scores are FTS5's, bit for bit, and only the units of the terms
-asked are ever touched. Ranking is score descending, then unit id.
+asked are ever touched. Ranking is score descending, then document id and character offset:
+equal scores are ordered by what the units are, never by the ids writes gave them, so identical
+documents rank alike whatever the index's history (keys are read for tied units only).
 
 Nothing here knows SQL: a backend hands the scorer a `PostingsSource` and a `Statistics`.
 Arrays are indexed by a unit's slot (its rank among the live unit ids), so every per-question
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,6 +32,8 @@ Floats = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
 # A term's live units as slots, and c(term) for each.
 Contribution = tuple[Ints, Floats]
+# Given slots with equal scores, each one's rank in content order (document id, offset).
+TieRanks = Callable[[Ints], Ints]
 
 CACHE_POSTINGS = 4_000_000  # cached (unit, contribution) pairs, about 64 MB
 # Dense score arrays kept for reuse: a question's terms are scored by search, then by pool
@@ -52,6 +56,9 @@ class PostingsSource(Protocol):
     def phrase_scores(self, phrase: str) -> tuple[Ints, Floats]:
         """(unit ids, c(phrase)) of a multiword phrase given no postings, from the
         full-text index."""
+
+    def content_keys(self, unit_ids: Ints) -> list[tuple[str, int]]:
+        """(document id, character offset) of each unit, in the order given."""
 
 
 @dataclass(frozen=True)
@@ -112,21 +119,32 @@ class ArrayScorer:
     def search(
         self, source: PostingsSource, stats: Statistics, terms: Sequence[str], k: int
     ) -> list[tuple[int, float]]:
-        """Top ``k`` (unit, bm25 of the OR of the distinct terms), best first, ties by id."""
+        """Top ``k`` (unit, bm25 of the OR of the distinct terms), best first, ties by
+        document id and offset."""
         scores, touched = self._dense(source, stats, list(dict.fromkeys(terms)))
         slots = np.flatnonzero(touched)
-        best = top_k(slots, scores[slots], k)
+        best = top_k(slots, scores[slots], k, _tie_ranks(source, stats))
         return [(int(u), float(s)) for u, s in zip(stats.ids[best], scores[best], strict=True)]
 
     def ranking(
-        self, source: PostingsSource, stats: Statistics, terms: Sequence[str]
-    ) -> tuple[Ints, Floats]:
-        """Every unit matching the OR of the distinct terms, best first (ties by id), with
-        its score: what a backend filters itself walks down."""
+        self, source: PostingsSource, stats: Statistics, terms: Sequence[str], size: int
+    ) -> Iterator[tuple[Ints, Floats]]:
+        """Every unit matching the OR of the distinct terms with its score, best first (ties
+        by document id and offset), in parts of about ``size``: what a backend filters
+        itself walks down, reading tied units' keys only for the parts it walks."""
         scores, touched = self._dense(source, stats, list(dict.fromkeys(terms)))
         slots = np.flatnonzero(touched)
-        ordered = slots[np.lexsort((slots, -scores[slots]))]
-        return stats.ids[ordered], scores[ordered]
+        slots = slots[np.argsort(-scores[slots], kind="stable")]
+        descending = -scores[slots]
+        ties = _tie_ranks(source, stats)
+        start = 0
+        while start < len(slots):
+            end = min(start + size, len(slots))
+            # A part ends after the last unit sharing its last score, so ties stay together.
+            end = int(np.searchsorted(descending, descending[end - 1], side="right"))
+            part = ordered(slots[start:end], scores[slots[start:end]], ties)
+            yield stats.ids[part], scores[part]
+            start = end
 
     def expand(
         self,
@@ -138,17 +156,19 @@ class ArrayScorer:
         limit: int,
     ) -> dict[str, list[int]]:
         """Per required term: its top ``limit`` units not excluded, by bm25 of the OR of
-        ``scoring`` (repeats count; 0.0 for a unit matching none of it), ties by unit id."""
+        ``scoring`` (repeats count; 0.0 for a unit matching none of it), ties by document id
+        and offset."""
         scores, _ = self._dense(source, stats, list(scoring))
         blocked = np.zeros(len(scores), dtype=bool)
         excluded = stats.slots_of(np.fromiter(exclude, dtype=np.int64, count=len(exclude)))
         blocked[excluded[excluded >= 0]] = True
         members = self.contributions(source, stats, required)
+        ties = _tie_ranks(source, stats)
         ranked = {}
         for term in required:
             slots = members[term][0]
             slots = slots[~blocked[slots]]
-            ranked[term] = stats.ids[top_k(slots, scores[slots], limit)].tolist()
+            ranked[term] = stats.ids[top_k(slots, scores[slots], limit, ties)].tolist()
         return ranked
 
     def score_units(
@@ -267,10 +287,38 @@ def _in_slots(stats: Statistics, units: Ints, values: Floats) -> Contribution:
     return slots[live], values[live]
 
 
-def top_k(ids: Ints, scores: Floats, k: int) -> Ints:
-    """The ``k`` ids with the highest scores, ties by smaller id, best first."""
-    if len(ids) > k > 0:
+def top_k(slots: Ints, scores: Floats, k: int, ties: TieRanks) -> Ints:
+    """The ``k`` slots with the highest scores, best first, ties in content order (every
+    unit tied with the k-th is weighed, so which of them make the cut is content-decided)."""
+    if len(slots) > k > 0:
         threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
         keep = scores >= threshold
-        ids, scores = ids[keep], scores[keep]
-    return ids[np.lexsort((ids, -scores))][:k]
+        slots, scores = slots[keep], scores[keep]
+    return ordered(slots, scores, ties)[:k]
+
+
+def ordered(slots: Ints, scores: Floats, ties: TieRanks) -> Ints:
+    """Slots by score descending, equal scores in content order (asked of tied slots only)."""
+    order = np.argsort(-scores, kind="stable")
+    slots, scores = slots[order], scores[order]
+    same = scores[1:] == scores[:-1]
+    tied = np.zeros(len(slots), dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    if not tied.any():
+        return slots
+    content = np.zeros(len(slots), dtype=np.int64)
+    content[tied] = ties(slots[tied])
+    return slots[np.lexsort((content, -scores))]
+
+
+def content_ranks(keys: Sequence[tuple[str, int]]) -> Ints:
+    """Each key's position when the keys are sorted (document id, then offset)."""
+    ranks = np.empty(len(keys), dtype=np.int64)
+    ranks[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+    return ranks
+
+
+def _tie_ranks(source: PostingsSource, stats: Statistics) -> TieRanks:
+    """Content ranks of slots, read from ``source`` for the slots asked."""
+    return lambda slots: content_ranks(source.content_keys(stats.ids[slots]))

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import sys
 import time
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -20,6 +19,7 @@ from ..documents import Document
 from ..errors import InvalidInputError
 from ..judges.base import Judge
 from ..judges.factory import JUDGE_NAMES, default_judge_name, make_judge
+from ..server_dsn import is_server
 
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
@@ -98,22 +98,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
-
-
-def is_server(db: str) -> bool:
-    """Whether --db names a PostgreSQL server (a URL) rather than an SQLite file."""
-    return db.startswith(("postgresql://", "postgres://"))
-
-
-def shown(db: str) -> str:
-    """--db as it may be printed: a server URL without its password."""
-    if not is_server(db):
-        return db
-    parts = urllib.parse.urlsplit(db)
-    host = parts.hostname or ""
-    user = f"{parts.username}@" if parts.username else ""
-    port = f":{parts.port}" if parts.port else ""
-    return urllib.parse.urlunsplit((parts.scheme, f"{user}{host}{port}", parts.path, "", ""))
 
 
 def warn(message: str) -> None:

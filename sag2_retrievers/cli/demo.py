@@ -19,10 +19,12 @@ from ..eval.runner import (
     EvalRun,
     QuestionRun,
 )
+from ..server_dsn import is_server
 from .common import (
     EXIT_OK,
     HELP_FORMAT,
     Commands,
+    UsageError,
     build_index,
     chosen_judge,
     concurrency,
@@ -56,6 +58,8 @@ def add_demo_command(
 
 def run_demo(args: argparse.Namespace) -> int:
     """Index the bundled multi-hop corpus, run its questions, and show each evidence chain."""
+    if args.db and is_server(args.db):
+        raise UsageError("sag2 demo keeps its index in a file: give --db a file path")
     data = resources.files("sag2_retrievers") / "data"
     with resources.as_file(data / "demo_questions.json") as questions_path:
         questions = load_questions(questions_path)[: args.questions]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator, Sequence
@@ -26,6 +27,7 @@ from ..eval.runner import (
     read_budgets,
 )
 from ..judges.base import Judge
+from ..server_dsn import is_server, shown
 from ..trace_html import write_trace_html
 from .common import (
     EXIT_OK,
@@ -37,11 +39,9 @@ from .common import (
     concurrency,
     existing_index,
     file_bytes,
-    is_server,
     make_parent,
     positive_int,
     progress,
-    shown,
 )
 
 
@@ -97,6 +97,11 @@ def run_eval(args: argparse.Namespace) -> int:
         raise UsageError("--trace-html needs --method sag2 (BM25 has no rounds to draw)")
     if (args.estimate or args.max_input_tokens) and args.method != "sag2":
         raise UsageError("--estimate and --max-input-tokens need --method sag2 (a judged run)")
+    if args.trace_html and os.path.lexists(args.trace_html) and not Path(args.trace_html).is_dir():
+        raise InvalidInputError(
+            f"--trace-html {args.trace_html} exists and is not a folder; it was left as it is: "
+            "name a folder for the pages (one per question)"
+        )
     questions = _questions_with_gold(args.questions)
     selected = questions[: args.limit] if args.limit else questions
     budgets = read_budgets(args.budget_matched) if args.budget_matched else None

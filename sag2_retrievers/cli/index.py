@@ -20,7 +20,9 @@ from ..corpus_io import (
 )
 from ..documents import Document
 from ..errors import InvalidInputError, SAG2Error
+from ..id_claims import IdClaims
 from ..input_files import checked_encoding
+from ..server_dsn import is_server, shown
 from ..settings import IndexSettings
 from ..text import DEFAULT_PROFILE, PROFILES
 from .common import (
@@ -28,11 +30,9 @@ from .common import (
     HELP_FORMAT,
     Commands,
     file_bytes,
-    is_server,
     make_parent,
     positive_int,
     progress,
-    shown,
     warn,
 )
 
@@ -93,6 +93,13 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
         help="in a folder, skip files that cannot be read (not UTF-8, not a valid .json/.jsonl "
         "corpus) with a warning instead of failing after the others are indexed",
     )
+    command.add_argument(
+        "--skip-duplicates",
+        action="store_true",
+        help="accept records whose id an earlier record of the same run has with other content "
+        "(the first is kept; each is listed either way) instead of failing after the others "
+        "are indexed",
+    )
     command.set_defaults(handler=run_index)
 
 
@@ -102,30 +109,33 @@ def run_index(args: argparse.Namespace) -> int:
     Documents stored already with the same text and metadata are not rewritten. When the
     index file is new and nothing could be committed, it is removed again, so a failed first
     ingest leaves no empty index behind. Unreadable files of a folder fail the command after
-    every other file is indexed, unless --encoding or --skip-unreadable says what to do.
+    every other file is indexed, unless --encoding or --skip-unreadable says what to do; so do
+    records whose id an earlier record of the run has with other content (the first is kept),
+    unless --skip-duplicates.
     """
     fallback = checked_encoding(args.encoding)
     corpus = Path(args.corpus)
     tally = FolderTally() if corpus.is_dir() else None
+    claims = IdClaims()
     if is_server(args.db):
-        return _index_on_server(args, corpus, tally, fallback)
+        return _index_on_server(args, corpus, tally, claims, fallback)
     existed = Path(args.db).exists()
     make_parent(args.db)
     started = time.perf_counter()
     try:
         with SQLiteIndex(args.db, _requested_settings(args)) as index:
-            report = _ingest(args, index, corpus, tally, fallback)
+            report = _ingest(args, index, corpus, tally, claims, fallback)
             stats = index.stats()
     except BaseException:
         if not existed and _holds_no_documents(args.db):
             remove_index_files(args.db)
         raise
     print(
-        f"indexed {_records(report, tally)} in {time.perf_counter() - started:.2f} s: "
+        f"indexed {_records(report, claims)} in {time.perf_counter() - started:.2f} s: "
         f"{args.db} holds {stats['documents']:,} documents, {stats['units']:,} units, "
         f"{file_bytes(args.db):,} bytes" + _files(tally)
     )
-    return _unreadable_outcome(args, tally)
+    return _outcome(args, tally, claims)
 
 
 def _ingest(
@@ -133,22 +143,25 @@ def _ingest(
     index: DocumentIndex,
     corpus: Path,
     tally: FolderTally | None,
+    claims: IdClaims,
     fallback: str | None,
 ) -> IngestReport:
     """Read the corpus into the index under a progress bar (its total: the files found)."""
     if tally is None:
-        documents: Iterable[Document] = read_corpus(corpus, fallback)
+        documents: Iterable[Document] = claims.kept(read_corpus(corpus, fallback), str(corpus))
         total = None
     else:
         folder = FolderCorpus.at(corpus, args.glob or (), fallback)
-        files = folder.files()
-        documents, total = folder.documents(files, tally), len(files)
+        files = folder.files(tally)
+        documents, total = folder.documents(files, tally, claims), len(files)
     with progress(args, "indexing", "doc", total=total) as bar:
         if tally is not None:
             tally.on_skip = bar.update
         report = add_in_batches(
             index, documents, batch_size=args.batch_size, on_batch=bar.update, skip_unchanged=True
         )
+    for conflict in claims.conflicts:
+        warn(conflict.sentence())
     if tally is not None:
         _warn_skipped(tally)
         if tally.read == 0:
@@ -168,10 +181,16 @@ def _warn_skipped(tally: FolderTally) -> None:
             )
 
 
-def _records(report: IngestReport, tally: FolderTally | None) -> str:
-    """The summary's count: records read, and those stored already unchanged."""
-    text = f"{report.records:,} records"
-    return text + (f" ({report.unchanged:,} unchanged, not rewritten)" if report.unchanged else "")
+def _records(report: IngestReport, claims: IdClaims) -> str:
+    """The summary's count: records read, those stored already unchanged, and those whose id
+    an earlier record of the run has (the same document again, or another one)."""
+    notes = [f"{report.unchanged:,} unchanged, not rewritten"] if report.unchanged else []
+    if claims.repeats:
+        notes.append(f"{claims.repeats:,} repeating an earlier record, stored once")
+    if claims.conflicts:
+        notes.append(f"{len(claims.conflicts):,} with a duplicate id, not indexed")
+    read = report.records + claims.repeats + len(claims.conflicts)
+    return f"{read:,} records" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _files(tally: FolderTally | None) -> str:
@@ -179,34 +198,45 @@ def _files(tally: FolderTally | None) -> str:
     return "" if tally is None else f"; {tally.summary()}"
 
 
-def _unreadable_outcome(args: argparse.Namespace, tally: FolderTally | None) -> int:
-    """Exit code after an ingest: a failure naming the fix when unreadable files were met."""
+def _outcome(args: argparse.Namespace, tally: FolderTally | None, claims: IdClaims) -> int:
+    """Exit code after an ingest: a failure naming the fix when unreadable files or records
+    with a duplicate id were met."""
     unreadable = [] if tally is None else [f for r in UNREADABLE for f in tally.skipped.get(r, [])]
-    if not unreadable or args.skip_unreadable:
-        return EXIT_OK
-    raise InvalidInputError(
-        f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
-        "everything else was. Re-run with --encoding NAME (e.g. latin-1) for text that is not "
-        "UTF-8, or --skip-unreadable to accept skipping them"
-    )
+    if unreadable and not args.skip_unreadable:
+        raise InvalidInputError(
+            f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
+            "everything else was. Re-run with --encoding NAME (e.g. latin-1) for text that is "
+            "not UTF-8, or --skip-unreadable to accept skipping them"
+        )
+    if claims.conflicts and not args.skip_duplicates:
+        raise InvalidInputError(
+            f"{len(claims.conflicts):,} record(s) have the id of an earlier record with other "
+            "content (listed above) and were not indexed; everything else was. Give each "
+            "record its own id, or re-run with --skip-duplicates to keep the first of each"
+        )
+    return EXIT_OK
 
 
 def _index_on_server(
-    args: argparse.Namespace, corpus: Path, tally: FolderTally | None, fallback: str | None
+    args: argparse.Namespace,
+    corpus: Path,
+    tally: FolderTally | None,
+    claims: IdClaims,
+    fallback: str | None,
 ) -> int:
     """`sag2 index` into a PostgreSQL schema (batches commit as they go, like a file)."""
     from ..backends.postgres import PostgresIndex
 
     started = time.perf_counter()
     with PostgresIndex(args.db, _requested_settings(args)) as index:
-        report = _ingest(args, index, corpus, tally, fallback)
+        report = _ingest(args, index, corpus, tally, claims, fallback)
         stats = index.stats()
     print(
-        f"indexed {_records(report, tally)} in {time.perf_counter() - started:.2f} s: "
+        f"indexed {_records(report, claims)} in {time.perf_counter() - started:.2f} s: "
         f"{shown(args.db)} holds {stats['documents']:,} documents, {stats['units']:,} units, "
         f"{stats['bytes']:,} bytes" + _files(tally)
     )
-    return _unreadable_outcome(args, tally)
+    return _outcome(args, tally, claims)
 
 
 def _requested_settings(args: argparse.Namespace) -> IndexSettings | None:

@@ -12,6 +12,7 @@ from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..judges.base import Judge
 from ..lexical import bm25_retrieve
+from ..output_files import require_replaceable_html
 from ..query import query_terms
 from ..results import RetrievalResult, RetrievedUnit, why_empty
 from ..trace_html import write_trace_html
@@ -79,6 +80,8 @@ def run_query(args: argparse.Namespace) -> int:
     """Retrieve evidence for one question and print it (with the rounds' trace if asked)."""
     if args.method == "bm25" and (args.trace or args.trace_html):
         raise UsageError("--trace and --trace-html need --method sag2 (BM25 has no rounds)")
+    if args.trace_html:
+        require_replaceable_html(args.trace_html)
     with existing_index(args.db) as index:
         if args.method == "bm25":
             result, judge = bm25_retrieve(index, args.question, args.top_k), None

@@ -65,7 +65,7 @@ def test_phrase_matches_only_adjacent_tokens(pair) -> None:  # type: ignore[no-u
 
 
 def test_limit_cuts_the_ranking(pair) -> None:  # type: ignore[no-untyped-def]
-    """top-k is applied by the server; ties break by unit id."""
+    """top-k is applied to the ranking; ties break by document id and offset."""
     lite, pg = pair
     assert_same_ranking(
         pg.rank_expression(["alpha", "bravo", "delta"], 2),

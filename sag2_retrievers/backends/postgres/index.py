@@ -35,6 +35,7 @@ from ..scorer import ArrayScorer, Statistics
 from . import compaction
 from . import schema as pg
 from .blocks import deleted, from_units, length_table, read_segment
+from .connect import ConnectionString
 from .filters import compile_postgres
 from .postings import BatchFrequencies, DocumentFrequencies
 from .scorer import BlockPostings, Generation, PhraseFrequencies
@@ -45,6 +46,7 @@ _LAYOUT = ("postings_layout", "blocks-1")
 _FILTER_CHUNK = 2_000  # ranked candidates checked against a filter per round trip
 logger = logging.getLogger(__name__)
 Ints = npt.NDArray[np.int64]
+Floats = npt.NDArray[np.float64]
 
 
 class PostgresIndex:
@@ -72,7 +74,7 @@ class PostgresIndex:
             raise InvalidInputError(
                 f"schema must be a lowercase SQL name (letters, digits, _), got {schema!r}"
             )
-        self._dsn = dsn
+        self._dsn = ConnectionString(dsn)
         self.schema = schema
         self._local = threading.local()
         self._connections: list[Any] = []
@@ -101,7 +103,7 @@ class PostgresIndex:
             raise IndexUnavailableError(f"PostgresIndex {self.schema!r} is closed; open it again")
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = _connect(self._dsn)
+            connection = self._dsn.connect()
             self._local.connection = connection
             with self._registry_lock:
                 self._connections.append(connection)
@@ -408,7 +410,8 @@ class PostgresIndex:
     def rank_expression(
         self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
     ) -> list[tuple[int, float]]:
-        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by id."""
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first, ties by
+        document id and offset."""
         check_limit(limit)
         phrases = _phrases(term for term in terms if term)
         if not phrases or limit == 0:
@@ -417,22 +420,23 @@ class PostgresIndex:
             source, stats = self._source()
             if parse_filters(filters) is None:
                 return self._scorer.search(source, stats, phrases, limit)
-            ranking, scores = self._scorer.ranking(source, stats, phrases)
-            kept = np.isin(ranking, self._passing(ranking, filters, limit))
-            return list(zip(ranking[kept].tolist(), scores[kept].tolist(), strict=True))
+            parts = self._scorer.ranking(source, stats, phrases, max(_FILTER_CHUNK, 4 * limit))
+            return self._passing(parts, filters, limit)
 
-    def _passing(self, ranking: Ints, filters: Filters | None, limit: int) -> list[int]:
-        """The first ``limit`` units of ``ranking`` whose documents pass the filters, checked
-        a chunk of candidates per round trip."""
+    def _passing(
+        self, parts: Iterable[tuple[Ints, Floats]], filters: Filters | None, limit: int
+    ) -> list[tuple[int, float]]:
+        """The first ``limit`` (unit, score) of a ranking given in parts whose documents pass
+        the filters, one round trip per part."""
         condition, values = _filter_condition(self.schema, filters)
         statement = pg.compose(pg.PASSING_UNITS, self.schema, filters=condition)
-        kept: list[int] = []
-        chunk = max(_FILTER_CHUNK, 4 * limit)
-        for start in range(0, len(ranking), chunk):
-            candidates = ranking[start : start + chunk].tolist()
+        kept: list[tuple[int, float]] = []
+        for units, scores in parts:
+            candidates = units.tolist()
             rows = self._fetch(statement, {"candidates": candidates, **values})
             passing = {int(row[0]) for row in rows}
-            kept.extend(unit for unit in candidates if unit in passing)
+            pairs = zip(candidates, scores.tolist(), strict=True)
+            kept.extend(pair for pair in pairs if pair[0] in passing)
             if len(kept) >= limit:
                 break
         return kept[:limit]
@@ -481,8 +485,10 @@ class PostgresIndex:
         members = self._scorer.contributions(source, stats, terms)
         slots = np.unique(np.concatenate([slots for slots, _ in members.values()]))
         candidates = stats.ids[slots]
-        passing = self._passing(candidates, filters, len(candidates))
-        return set(candidates.tolist()) - set(passing)
+        chunks = np.split(candidates, range(_FILTER_CHUNK, len(candidates), _FILTER_CHUNK))
+        parts = ((chunk, np.zeros(len(chunk))) for chunk in chunks)
+        passing = {unit for unit, _ in self._passing(parts, filters, len(candidates))}
+        return set(candidates.tolist()) - passing
 
     def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
         """Body-level df: tokens from the df table kept at ingest, phrases by their instances."""
@@ -511,7 +517,14 @@ class PostgresIndex:
     def _source(self) -> tuple[BlockPostings, Statistics]:
         """The scorer's postings source and statistics at this generation (in a snapshot)."""
         state = self._generation()
-        return BlockPostings(self._read_blocks, state, self._phrase_df), state.stats
+        source = BlockPostings(self._read_blocks, state, self._phrase_df, self._content_keys)
+        return source, state.stats
+
+    def _content_keys(self, unit_ids: list[int]) -> list[tuple[str, int]]:
+        """(document id, character offset) of each unit, in the order given (ties' order)."""
+        rows = self._fetch(self._sql(pg.CONTENT_KEYS), (unit_ids,))
+        found = {int(unit): (str(doc_id), int(start)) for unit, doc_id, start in rows}
+        return [found[unit] for unit in unit_ids]
 
     def _generation(self) -> Generation:
         """N, avgdl, every unit's |D| and the segment headers at this generation (read once
@@ -611,22 +624,6 @@ class PostgresIndex:
         if not phrases:
             return set()
         return {row[0] for row in self._fetch(self._sql(pg.TITLE_PHRASES), (list(phrases),))}
-
-
-def _connect(dsn: str) -> Any:
-    """An autocommit psycopg connection, or an error saying what to install or check."""
-    try:
-        import psycopg
-    except ImportError as error:
-        raise IndexUnavailableError(
-            "PostgresIndex needs psycopg 3: pip install 'sag2-retrievers[postgres]'"
-        ) from error
-    try:
-        return psycopg.connect(dsn, autocommit=True)
-    except psycopg.OperationalError as error:
-        raise IndexUnavailableError(
-            f"cannot connect to PostgreSQL ({error.__class__.__name__}); check the DSN and server"
-        ) from None
 
 
 def _phrases(terms: Iterable[str]) -> list[str]:

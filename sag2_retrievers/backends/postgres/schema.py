@@ -160,6 +160,8 @@ TITLE_PHRASES = """
 
 ANY_TOKEN_DF = "SELECT term, df FROM {s}.any_df WHERE term = ANY(%s)"
 # Which of the given units (in ``h``) pass a compiled metadata filter.
+CONTENT_KEYS = """
+    SELECT unit_id, doc_id, char_start FROM {s}.units WHERE unit_id = ANY(%s::bigint[])"""
 PASSING_UNITS = """
     SELECT h.unit_id FROM unnest(%(candidates)s::bigint[]) AS h(unit_id) WHERE {filters}"""
 

@@ -31,6 +31,8 @@ Rows = list[tuple[Any, ...]]
 PhraseHits = tuple[Ints, Ints, Ints]
 # The one read a round needs: the block rows of some terms, positions only for others.
 BlockRead = Callable[[list[str], list[str]], Rows]
+# (document id, character offset) of each unit asked, in the order asked.
+KeysRead = Callable[[list[int]], list[tuple[str, int]]]
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,17 @@ class PhraseFrequencies:
 class BlockPostings:
     """The scorer's source at one generation: tokens' and phrases' postings in one read."""
 
-    def __init__(self, read: BlockRead, state: Generation, frequencies: PhraseFrequencies):
+    def __init__(
+        self,
+        read: BlockRead,
+        state: Generation,
+        frequencies: PhraseFrequencies,
+        read_keys: KeysRead,
+    ):
         self._read = read
         self._state = state
         self._frequencies = frequencies
+        self._read_keys = read_keys
 
     def postings(
         self, tokens: Sequence[str], phrases: Sequence[str]
@@ -88,6 +97,10 @@ class BlockPostings:
         """(unit ids, c(phrase)) from the phrase's postings (the scorer asks `postings`)."""
         slots, values = token_contribution(self._state.stats, *self.postings([], [phrase])[phrase])
         return self._state.stats.ids[slots], values
+
+    def content_keys(self, unit_ids: Ints) -> list[tuple[str, int]]:
+        """(document id, character offset) of each unit, in the order given."""
+        return self._read_keys(unit_ids.tolist())
 
     def phrase_frequencies(self, phrases: Sequence[str]) -> dict[str, tuple[int, int]]:
         """Per multiword phrase, (units holding it in any field, in the body): remembered

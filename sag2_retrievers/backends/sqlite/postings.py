@@ -59,6 +59,9 @@ _OVERLAPPING_SQL = (
 )
 _PHRASE_SCORES_SQL = f"SELECT rowid, {BM25_SCORE} FROM units_fts WHERE units_fts MATCH ?"
 _SET_LENGTHS_SQL = "UPDATE segments SET lengths = ? WHERE segment = ?"
+_CONTENT_KEYS_SQL = """
+    SELECT unit_id, doc_id, char_start FROM units
+    WHERE unit_id IN (SELECT value FROM json_each(?))"""
 # A bucket is read by one rowid seek per segment.
 _POSTINGS_SQL = f"""
     SELECT asked.value, segments.min_unit, segments.gap_bytes, segments.freq_bytes,
@@ -306,6 +309,14 @@ class SQLitePostings:
         units = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         values = np.fromiter((row[1] for row in rows), dtype=np.float64, count=len(rows))
         return units, values
+
+    def content_keys(self, unit_ids: Ints) -> list[tuple[str, int]]:
+        """(document id, character offset) of each unit, in the order given."""
+        asked = json_list(unit_ids.tolist(), "unit ids")
+        found = {
+            row[0]: (row[1], row[2]) for row in self.connection.execute(_CONTENT_KEYS_SQL, (asked,))
+        }
+        return [found[unit] for unit in unit_ids.tolist()]
 
 
 def read_postings(

@@ -39,19 +39,24 @@ WAL_CHECKPOINT_SQL = "PRAGMA wal_autocheckpoint = 10000"
 PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
+# Equal scores are ordered by what the unit is (its document id, then offset), not by its id,
+# which depends on the order of writes. SQLite compares text byte-wise: UTF-8 bytes sort as
+# Python sorts code points, so the SQL and the postings arrays agree.
+TIE_ORDER = "units.doc_id, units.char_start"
 # FTS5 ranking the whole table itself: the reference the postings arrays must equal (tests).
 SEARCH_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
-    WHERE units_fts MATCH ? ORDER BY score DESC, units_fts.rowid LIMIT ?"""
+    JOIN units ON units.unit_id = units_fts.rowid
+    WHERE units_fts MATCH ? ORDER BY score DESC, {TIE_ORDER} LIMIT ?"""
 SEARCH_FILTERED_SQL = f"""
     SELECT units_fts.rowid, {BM25_SCORE} AS score FROM units_fts
     JOIN units ON units.unit_id = units_fts.rowid
     JOIN documents ON documents.doc_id = units.doc_id
     WHERE units_fts MATCH ? AND {{conditions}}
-    ORDER BY score DESC, units_fts.rowid LIMIT ?"""
+    ORDER BY score DESC, {TIE_ORDER} LIMIT ?"""
 # Expansion in one statement: each required term's unseen units (one UNION ALL part per
 # term), the scoring expression's bm25() on those units only (the unary + keeps SQLite from
-# running one FTS5 query per id), and each term's top ``limit`` by (score desc, unit id).
+# running one FTS5 query per id), and each term's top ``limit`` by score, ties by content.
 EXPAND_HEAD_SQL = "WITH members(term, unit_id) AS MATERIALIZED ("
 EXPAND_TAIL_SQL = f"""),
     scored(unit_id, score) AS MATERIALIZED (
@@ -59,8 +64,9 @@ EXPAND_TAIL_SQL = f"""),
         WHERE units_fts MATCH ? AND +rowid IN (SELECT unit_id FROM members)),
     ranked(term, unit_id, position) AS (
         SELECT term, members.unit_id, row_number() OVER (
-            PARTITION BY term ORDER BY coalesce(score, 0.0) DESC, members.unit_id)
-        FROM members LEFT JOIN scored ON scored.unit_id = members.unit_id)
+            PARTITION BY term ORDER BY coalesce(score, 0.0) DESC, {TIE_ORDER})
+        FROM members LEFT JOIN scored ON scored.unit_id = members.unit_id
+        JOIN units ON units.unit_id = members.unit_id)
     SELECT term, unit_id FROM ranked WHERE position <= ? ORDER BY term, position"""
 MEMBERS_FILTERED_SQL = """
     SELECT ?, units_fts.rowid FROM units_fts

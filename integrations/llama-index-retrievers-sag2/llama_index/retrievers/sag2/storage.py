@@ -19,6 +19,7 @@ from typing import Any
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from sag2_retrievers import IndexSettingsMismatchError, InvalidInputError, SAG2Config
+from sag2_retrievers.input_files import read_text
 
 INDEX_FILE = "sag2_index.sqlite"
 SETTINGS_FILE = "sag2_retriever.json"
@@ -88,7 +89,7 @@ def read_settings(directory: Path) -> RetrieverSettings:
             f"{directory} holds no {SETTINGS_FILE}; it was not written by SAG2Retriever.persist "
             "(open a bare index file with SAG2Retriever.from_persist_path)"
         )
-    return RetrieverSettings.from_json(json.loads(path.read_text("utf-8")), path)
+    return RetrieverSettings.from_json(json.loads(read_text(path)), path)
 
 
 def copy_index(source: Path, target: Path) -> None:
