@@ -67,6 +67,21 @@ PARAMETERS: dict[str, object] = {
     "deterministic": True,
 }
 ROUNDS = 300
+# The question's own evidence may only raise a score: with everything else equal, a candidate
+# that holds more of the question, or ranks higher by BM25, never scores lower (LightGBM's
+# monotone constraints). Without them the trees, fitted on corpora whose distractors were
+# chosen for their lexical match, learned to distrust a complete match.
+MONOTONE = (
+    "question_coverage",
+    "coverage_to_best",
+    "title_coverage",
+    "title_in_question",
+    "question_cosine",
+    "holds_rarest_term",
+    "bm25_rank",
+    "bm25_to_best",
+)
+PARAMETERS["monotone_constraints"] = [int(name in MONOTONE) for name in FEATURE_NAMES]
 FEATURE_CODE = hashlib.sha256(
     b"".join(
         (Path(request_features.__code__.co_filename).parent / name).read_bytes()

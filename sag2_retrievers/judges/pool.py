@@ -5,16 +5,17 @@ request's own best matches, and the shared retrieved context.
 question, how it links to the request's best BM25 matches, and what it adds to the context
 the earlier rounds found (the terms still missing, the names that bridge to it). The
 features are mapped to a yes-probability by gradient-boosted trees fitted on SAG2
-trajectories over train-split questions (``benchmarks/fit_pool_judge.py``), then blended
-with BM25's own evidence (`BM25_GUARD`). No model reads the corpus at ingest and no
-embedding is computed, so an index is ready as soon as it is written. The trees ship in
-``sag2_retrievers/data/pool_judge.json`` and run in numpy; the file's sha256 is part of the
-judge's identity, so caches never mix two models.
+trajectories over train-split questions (``benchmarks/fit_pool_judge.py``); below the
+judge's yes, BM25's first candidates keep their place. No model reads the corpus at
+ingest and no embedding is computed, so an index is ready as soon as it is written. The
+trees ship in ``sag2_retrievers/data/pool_judge.json`` and run in numpy; the file's sha256
+is part of the judge's identity, so caches never mix two models.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,15 +26,14 @@ import numpy as np
 from ..errors import JudgeConfigurationError
 from .base import Judge, JudgeRequest
 from .model_files import check_header, read_model_file
-from .pool_features import FEATURE_NAMES, Matrix, request_features
+from .pool_features import FEATURE_NAMES, Matrix, Vector, request_features
 from .pool_terms import AnalysisCache
 from .trees import TreeEnsemble, sigmoid
 
 MODEL_FILE = "data/pool_judge.json"
 MODEL_FORMAT = "sag2-pool-judge/2"
-# Weight of BM25's own relative score in the final score (see PoolJudge); chosen on train data
-# as the largest of 0, 0.1, 0.2 that costs held-out MuSiQue at most one point of R@10.
-BM25_GUARD = 0.1
+BM25_TOP = 3  # BM25's first candidates, kept above weaker matches the trees do not call evidence
+YES = 0.5  # a probability from which the trees call a candidate evidence
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,35 @@ def load_pool_model(path: str | os.PathLike[str] | None = None) -> tuple[PoolMod
     return PoolModel.from_json(payload, source), digest
 
 
+def guard_bm25_top(probabilities: Vector, features: Matrix) -> Vector:
+    """Below the judge's yes, keep BM25's first `BM25_TOP` candidates above weaker matches.
+
+    A candidate the trees do not call evidence (probability under `YES`) and that matches the
+    question less well by BM25 may not outrank one of BM25's first `BM25_TOP`: that hit's
+    score is raised, if needed, to just above the best such candidate (never past `YES`).
+    Candidates the trees call evidence keep their place, so a second hop the context supports
+    still outranks the lexical matches; where the trees see no evidence, BM25's order stands.
+    """
+    bm25 = features[:, FEATURE_NAMES.index("bm25_to_best")]
+    top = features[:, FEATURE_NAMES.index("bm25_rank")] >= 1.0 / math.log2(1 + BM25_TOP) - 1e-12
+    guarded = probabilities.copy()
+    hits = np.flatnonzero(top & (bm25 > 0))
+    for hit in hits[np.argsort(bm25[hits], kind="stable")]:  # the weakest hit first
+        weaker = (guarded < YES) & (bm25 < bm25[hit])
+        if weaker.any():
+            floor = min(YES, float(guarded[weaker].max()) + 1e-6)
+            guarded[hit] = max(guarded[hit], floor)
+    return guarded
+
+
 class PoolJudge(Judge):
     """Scores each round's candidates as evidence, from the question, the pool and the
     shared context, offline.
 
-    ``model_path`` replaces the packaged model. ``bm25_guard`` (in [0, 1]) blends each
-    probability with the candidate's BM25 score against the question, relative to the
-    request's best: a strong BM25 hit keeps its place against expansion passages the trees
-    support only weakly, and where the trees see no evidence at all BM25's order decides.
-    There is nothing to precompute: passages are analysed when first judged, and the analyses
-    are kept in memory up to `pool_terms.CACHE_BYTES` bytes.
+    ``model_path`` replaces the packaged model. With ``guard`` (the default), BM25's first
+    candidates keep their place above weaker matches the trees do not call evidence
+    (`guard_bm25_top`). There is nothing to precompute: passages are analysed when
+    first judged, and the analyses are kept in memory up to `pool_terms.CACHE_BYTES` bytes.
     """
 
     sends_data_off_machine = False
@@ -94,22 +113,20 @@ class PoolJudge(Judge):
         self,
         *,
         model_path: str | os.PathLike[str] | None = None,
-        bm25_guard: float = BM25_GUARD,
+        guard: bool = True,
     ) -> None:
         super().__init__()
-        if not 0.0 <= bm25_guard <= 1.0:
-            raise JudgeConfigurationError(f"bm25_guard must be in [0, 1], got {bm25_guard!r}")
         self.model, self.model_sha256 = load_pool_model(model_path)
-        self.bm25_guard = float(bm25_guard)
+        self.guard = guard
         self.analyses = AnalysisCache()
 
     def __repr__(self) -> str:
-        return f"PoolJudge(model={self.model_sha256[:12]!r}, bm25_guard={self.bm25_guard})"
+        return f"PoolJudge(model={self.model_sha256[:12]!r}, guard={self.guard})"
 
     @property
     def identity(self) -> str:
         """The judge, its model file's sha256 and its guard: caches never mix them."""
-        return f"pool:{self.model_sha256[:16]}:bm25-{self.bm25_guard:g}"
+        return f"pool:{self.model_sha256[:16]}" + ("" if self.guard else ":unguarded")
 
     async def _score(self, request: JudgeRequest) -> list[float]:
         """Score off the event loop: text analysis and the graph are CPU work."""
@@ -118,7 +135,7 @@ class PoolJudge(Judge):
     def score_now(self, request: JudgeRequest) -> list[float]:
         """Score a request synchronously (the work behind `score`, without usage counting)."""
         features = request_features(request, self.analyses)
-        probabilities = np.asarray(self.model.probabilities(features))
-        prior = features[:, FEATURE_NAMES.index("bm25_to_best")]
-        guarded = (1.0 - self.bm25_guard) * probabilities + self.bm25_guard * prior
-        return [float(p) for p in np.clip(guarded, 0.0, 1.0)]
+        scores = np.asarray(self.model.probabilities(features), dtype=np.float64)
+        if self.guard:
+            scores = guard_bm25_top(scores, features)
+        return [float(s) for s in scores]

@@ -19,6 +19,7 @@ contributes at most `pool_terms.MAX_QUESTION_TERMS` terms.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ Ints = npt.NDArray[np.int64]
 
 QUESTION_FEATURES: tuple[str, ...] = (
     "question_coverage",  # idf share of the question's terms the candidate holds
+    "question_reachable",  # idf share of the question's terms some passage of the request holds
     "coverage_to_best",  # that share over the request's best candidate's
     "coverage_percentile",  # share of the other candidates covering less of the question
     "title_coverage",  # idf share of the question's terms in the candidate's title
@@ -92,6 +94,8 @@ class _Shared:
     q_title_held: Matrix  # passages x question terms, 0/1, in the passage's title
     beyond: Vector  # per request column: 1 when the question does not hold the term
     vocabulary: Ints  # per request column: its id in the cache's vocabulary
+    specificity: Vector  # per passage: its title's rarest term's idf over the request's top
+    name_weight: dict[str, float]  # per name phrase beyond the question's: idf over the top
 
     @property
     def held(self) -> Matrix:
@@ -148,6 +152,11 @@ def _shared(request: JudgeRequest, cache: AnalysisCache) -> _Shared:
     hit = which[title_columns] >= 0
     q_title_held[title_rows[hit], which[title_columns[hit]]] = 1.0
     count = len(request.candidates)
+    top = float(idf.max(initial=1.0))
+    lowest = np.full(len(passages), np.inf)
+    np.minimum.at(lowest, title_rows, idf[title_columns] if len(title_columns) else 0.0)
+    specificity = np.where(np.isfinite(lowest), lowest / top, 0.0)
+    name_weight = _name_weights(passages, question)
     return _Shared(
         request,
         passages,
@@ -166,7 +175,18 @@ def _shared(request: JudgeRequest, cache: AnalysisCache) -> _Shared:
         q_title_held,
         beyond,
         vocabulary,
+        specificity,
+        name_weight,
     )
+
+
+def _name_weights(passages: Sequence[PassageTerms], question: QuestionTerms) -> dict[str, float]:
+    """Each name phrase the question does not contain: its idf over the request's top (a name
+    most passages share links nothing)."""
+    df = Counter(n for p in passages for n in p.names if not question.mentions(n))
+    count = len(passages)
+    top = math.log1p((count - 0.5) / 1.5) or 1.0
+    return {n: math.log1p((count - f + 0.5) / (f + 0.5)) / top for n, f in df.items()}
 
 
 def _columns_of(vocabulary: Ints, ids: Ints) -> Ints:
@@ -188,8 +208,10 @@ def _question_columns(shared: _Shared) -> Matrix:
     scale = shared.norms[shared.candidates] * float(np.sqrt((shared.q_idf**2).sum()))
     dot = held @ shared.q_idf**2
     bm25 = np.array([c.question_bm25 or 0.0 for c in request.candidates])
+    reachable = float(shared.q_held.max(axis=0, initial=0.0) @ shared.q_weight)
     columns = [
         coverage,
+        np.full(n, reachable),
         coverage / best if best > 0 else np.zeros(n),
         below,
         shared.q_title_held[shared.candidates] @ shared.q_weight,
@@ -302,19 +324,22 @@ def _pair_sums(
 def _title_mentions(
     shared: _Shared, others: Ints, title_held: Matrix, holds_title: Matrix
 ) -> tuple[Matrix, Matrix]:
-    """(named, names): candidates x others, 1 when the other passage's text holds the
-    candidate's title phrase, and when the candidate's text holds the other's title phrase.
-    Only pairs whose title words are all present are tested as phrases."""
+    """(named, names): candidates x others, when the other passage's text holds the
+    candidate's title phrase, and when the candidate's text holds the other's title phrase:
+    the mentioned title's specificity (a title most passages share, such as "copyright",
+    links little). Only pairs whose title words are all present are tested as phrases."""
     lengths = np.array([len(p.title_ids) for p in shared.passages])
     mine = shared.candidates
     named = np.zeros(title_held.shape)
     possible = (title_held == lengths[mine][:, None]) & (lengths[mine][:, None] > 0)
     for i, j in zip(*np.nonzero(possible), strict=True):
-        named[i, j] = shared.passages[others[j]].mentions(shared.passages[mine[i]].title)
+        if shared.passages[others[j]].mentions(shared.passages[mine[i]].title):
+            named[i, j] = shared.specificity[mine[i]]
     names = np.zeros(holds_title.shape)
     possible = (holds_title == lengths[others][None, :]) & (lengths[others][None, :] > 0)
     for i, j in zip(*np.nonzero(possible), strict=True):
-        names[i, j] = shared.passages[mine[i]].mentions(shared.passages[others[j]].title)
+        if shared.passages[mine[i]].mentions(shared.passages[others[j]].title):
+            names[i, j] = shared.specificity[others[j]]
     return named, names
 
 
@@ -332,12 +357,14 @@ def _bm25_ranks(request: JudgeRequest) -> Vector:
 
 
 def _shared_names(shared: _Shared, others: Ints) -> Matrix:
-    """Candidates x others: name phrases both hold beyond the question's, capped, in [0, 1]."""
+    """Candidates x others: the idf-weighted name phrases both hold beyond the question's,
+    capped, in [0, 1]."""
     theirs = [shared.passages[j] for j in others]
-    names = {n for p in theirs for n in p.names if not shared.question.mentions(n)}
-    position = {name: k for k, name in enumerate(sorted(names))}
+    names = sorted({n for p in theirs for n in p.names if n in shared.name_weight})
+    position = {name: k for k, name in enumerate(names)}
+    weight = np.array([shared.name_weight[n] for n in names])
     mine = _names_incidence([shared.passages[i] for i in shared.candidates], position)
-    counts = mine @ _names_incidence(theirs, position).T
+    counts = (mine * weight) @ _names_incidence(theirs, position).T
     capped: Matrix = np.minimum(counts, MAX_SHARED_NAMES) / MAX_SHARED_NAMES
     return capped
 
