@@ -86,7 +86,7 @@ def guard_bm25_top(probabilities: Vector, features: Matrix) -> Vector:
     """
     bm25 = features[:, FEATURE_NAMES.index("bm25_to_best")]
     top = features[:, FEATURE_NAMES.index("bm25_rank")] >= 1.0 / math.log2(1 + BM25_TOP) - 1e-12
-    guarded = probabilities.copy()
+    guarded: Vector = np.array(probabilities, dtype=np.float64)
     hits = np.flatnonzero(top & (bm25 > 0))
     for hit in hits[np.argsort(bm25[hits], kind="stable")]:  # the weakest hit first
         weaker = (guarded < YES) & (bm25 < bm25[hit])
