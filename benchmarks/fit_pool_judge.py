@@ -37,7 +37,12 @@ from sag2_retrievers.eval.runner import EvalOptions, EvalRun, evaluate
 from sag2_retrievers.judges.base import Judge, JudgeRequest
 from sag2_retrievers.judges.fake import OverlapJudge
 from sag2_retrievers.judges.pool import MODEL_FILE, PoolJudge, PoolModel
-from sag2_retrievers.judges.pool_features import FEATURE_NAMES, request_features
+from sag2_retrievers.judges.pool_features import (
+    CONTEXT_FEATURES,
+    FEATURE_NAMES,
+    POOL_FEATURES,
+    request_features,
+)
 from sag2_retrievers.judges.pool_terms import AnalysisCache
 from sag2_retrievers.judges.trees import from_lightgbm_dump
 
@@ -88,6 +93,11 @@ FEATURE_CODE = hashlib.sha256(
         for name in ("pool_features.py", "pool_terms.py")
     )
 ).hexdigest()[:12]
+
+
+# Feature groups an ablation may leave out (``--without``): their columns are zeroed in
+# training, so the trees never split on them and the judge ignores them.
+GROUPS: dict[str, tuple[str, ...]] = {"pool": POOL_FEATURES, "context": CONTEXT_FEATURES}
 
 
 @dataclass
@@ -206,8 +216,10 @@ def fit(
     *,
     parameters: dict[str, object] = PARAMETERS,
     rounds: int = ROUNDS,
+    without: Sequence[str] = (),
 ) -> PoolModel:
-    """Fit the trees on both teachers' rows of ``sets``; each set weighs the same in total."""
+    """Fit the trees on both teachers' rows of ``sets``; each set weighs the same in total
+    (the columns of the ``without`` groups zeroed)."""
     rows = []
     for train in sets:
         for teacher in ("overlap", "oracle"):
@@ -216,6 +228,8 @@ def fit(
             seconds = time.perf_counter() - started
             print(f"  {train.name}, {teacher}: {len(rows[-1].labels)} rows, {seconds:.0f} s")
     features = np.vstack([r.features for r in rows])
+    for group in without:
+        features[:, [FEATURE_NAMES.index(name) for name in GROUPS[group]]] = 0.0
     labels = np.concatenate([r.labels for r in rows])
     weights = np.concatenate([r.weights for r in rows])
     data = lightgbm.Dataset(features, labels, weight=weights / weights.mean(), free_raw_data=False)
@@ -229,6 +243,7 @@ def fit(
     share = 100.0 / max(float(gains.sum()), 1e-12)
     fitted = {
         **fitted,
+        "without": list(without),
         "judgments": len(labels),
         "positives": int(labels.sum()),
         "importance_gain_percent": {
@@ -312,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--out", type=Path, default=PACKAGED)
     parser.add_argument("--lodo", action="store_true", help="leave one dataset out, report R@10")
+    parser.add_argument(
+        "--without", nargs="+", choices=sorted(GROUPS), default=[], help="ablate feature groups"
+    )
     args = parser.parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
     print(f"Fit {date.today()} on {machine()}, commit {git_revision()}.", flush=True)
@@ -319,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.lodo:
         leave_one_dataset_out(sets, args.runs)
         return 0
-    model = fit(sets, args.runs, describe(sets))
+    model = fit(sets, args.runs, describe(sets), without=args.without)
     args.out.write_text(json.dumps(model.to_json(), separators=(",", ":")) + "\n")
     print(f"wrote {args.out}")
     print(json.dumps(model.fitted["importance_gain_percent"], indent=1))

@@ -32,7 +32,7 @@ from .trees import TreeEnsemble, sigmoid
 
 MODEL_FILE = "data/pool_judge.json"
 MODEL_FORMAT = "sag2-pool-judge/2"
-BM25_TOP = 3  # BM25's first candidates, kept above weaker matches the trees do not call evidence
+BM25_TOP = 5  # the method's protected p: BM25's first, kept above weaker non-evidence
 YES = 0.5  # a probability from which the trees call a candidate evidence
 
 
