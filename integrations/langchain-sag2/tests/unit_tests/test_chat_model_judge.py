@@ -116,11 +116,20 @@ def test_generic_fake_chat_model_one_word_answers() -> None:
     assert asyncio.run(judge.score(request(EVIDENCE, "Paris is a city."))) == [1.0, 0.0]
 
 
-def test_an_unparseable_reply_is_a_judge_error() -> None:
-    """A sentence instead of yes or no raises JudgeError quoting the reply."""
-    model = GenericFakeChatModel(messages=iter([AIMessage("It depends on the context")]))
-    with pytest.raises(JudgeError, match="It depends on the context"):
-        asyncio.run(LangChainJudge(model, graded=False).score(request(EVIDENCE)))
+def test_an_unparseable_reply_is_asked_again_then_left_unscored() -> None:
+    """A sentence instead of yes or no, twice: the candidate is left unscored and counted."""
+    replies = iter([AIMessage("It depends on the context"), AIMessage("It depends.")])
+    judge = LangChainJudge(GenericFakeChatModel(messages=replies), graded=False)
+    assert asyncio.run(judge.score(request(EVIDENCE))) == [0.0]
+    assert judge.usage.snapshot().degraded == 1
+
+
+def test_systematically_unparseable_replies_are_a_judge_error_quoting_them() -> None:
+    """Every reply a sentence: a JudgeError quoting the replies and the likely cause."""
+    replies = iter([AIMessage("It depends on the context")] * 8)
+    judge = LangChainJudge(GenericFakeChatModel(messages=replies), graded=False, max_concurrency=1)
+    with pytest.raises(JudgeError, match="It depends on the context.*likely cause"):
+        asyncio.run(judge.score(request(EVIDENCE, "a", "b")))
 
 
 def test_counts_calls_and_reported_tokens() -> None:
