@@ -25,6 +25,7 @@ from .common import (
     make_parent,
     positive_int,
     preview,
+    sag2_config,
 )
 
 MAX_QUERY_TOKENS = 80  # as the backends' query_terms default
@@ -67,7 +68,7 @@ def run_query(args: argparse.Namespace) -> int:
     with existing_index(args.db) as index:
         judge = chosen_judge(args)
         announce_embedding(args)
-        result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
+        result = asyncio.run(_retrieve(index, judge, sag2_config(args), args))
         if args.trace_html:
             make_parent(args.trace_html)
             write_trace_html(args.trace_html, result, index, judge=judge.identity)
@@ -110,6 +111,8 @@ def _print_hits(result: RetrievalResult, terms: list[str]) -> None:
         if repeats := first_with_text[hit.text][1:]:
             print(f"     same text also in: {', '.join(repeats)}")
     suffix = "; judge failed, lexical order" if result.degraded else ""
+    if result.usage.degraded:
+        suffix += f"; {result.usage.degraded} left unscored (unreadable answers)"
     print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
     print(SCORE_LEGEND)
 
@@ -152,6 +155,7 @@ def _result_json(index: DocumentIndex, result: RetrievalResult, judge: str) -> d
         "judgments": result.judgments,
         "stop_reason": result.stop_reason,
         "degraded": result.degraded,
+        "unscored": result.usage.degraded,
         "hits": [_hit_json(position, hit) for position, hit in enumerate(result.hits, start=1)],
         "trace": [
             {

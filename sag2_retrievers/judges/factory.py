@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from ..errors import InvalidInputError, JudgeConfigurationError
 from .base import Judge
@@ -10,6 +11,7 @@ from .cache import CachedJudge
 from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
 from .openai_compat import OpenAICompatJudge, Transport
+from .transports import CHATML, chat_template
 
 JUDGE_NAMES = (
     "local",
@@ -26,6 +28,26 @@ LOCAL_DEFAULT = "local-pool"
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
+# The openai judge's own defaults: requests in flight per event loop, seconds per attempt.
+DEFAULT_SERVER_CONCURRENCY = 8
+DEFAULT_SERVER_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the openai judge talks to its server: transport, grouping, the chat template the
+    completions transport renders (a name or a Jinja file), requests in flight and the
+    seconds one attempt may take. The defaults are the judge's own."""
+
+    transport: Transport = "chat"
+    group_size: int = 1
+    template: str | None = None
+    max_concurrency: int | None = None
+    timeout: float | None = None
+
+    def is_default(self) -> bool:
+        """Whether every option keeps its default (as any judge but openai requires)."""
+        return self == ServerOptions()
 
 
 def default_judge_name() -> str:
@@ -40,20 +62,21 @@ def make_judge(
     base_url: str | None = None,
     cache_path: str | None = None,
     db_path: str | None = None,
-    transport: Transport = "chat",
-    group_size: int = 1,
+    server: ServerOptions | None = None,
 ) -> Judge:
     """The judge called ``name``, wrapped in a judgment cache at ``cache_path`` when given.
 
     ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``db_path`` (the
     index file) holds the local judge's embedding cache, so passages are encoded once.
-    ``transport`` and ``group_size`` choose the openai judge's transport and grouping.
+    ``server`` sets how the openai judge talks to its server.
     """
+    server = server or ServerOptions()
     if name == "openai":
-        judge = _openai_judge(model, base_url, transport, group_size)
-    elif transport != "chat" or group_size != 1:
+        judge = _openai_judge(model, base_url, server)
+    elif not server.is_default():
         raise JudgeConfigurationError(
-            f"--judge-transport and --judge-group apply to the openai judge, not {name!r}"
+            "--judge-transport, --judge-group, --judge-template, --judge-concurrency and "
+            f"--judge-timeout apply to the openai judge, not {name!r}"
         )
     else:
         judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
@@ -99,9 +122,7 @@ def _jev_judge(model: str | None, base_url: str | None) -> Judge:
     return JEVJudge(provider=provider, model=model, base_url=base_url)
 
 
-def _openai_judge(
-    model: str | None, base_url: str | None, transport: Transport, group_size: int
-) -> Judge:
+def _openai_judge(model: str | None, base_url: str | None, server: ServerOptions) -> Judge:
     """An OpenAI-compatible judge; base URL and model from the arguments or the environment."""
     url = base_url or os.environ.get(OPENAI_BASE_URL_ENV, "").strip()
     name = model or os.environ.get(OPENAI_MODEL_ENV, "").strip()
@@ -111,7 +132,20 @@ def _openai_judge(
             f"{OPENAI_BASE_URL_ENV} and {OPENAI_MODEL_ENV} "
             "(for example http://127.0.0.1:8000 and the served model's name)"
         )
-    return OpenAICompatJudge(url, name, transport=transport, group_size=group_size)
+    if server.template is not None and server.transport != "completions":
+        raise JudgeConfigurationError(
+            "--judge-template applies to --judge-transport completions (the chat transport "
+            "leaves the template to the server)"
+        )
+    return OpenAICompatJudge(
+        url,
+        name,
+        transport=server.transport,
+        group_size=server.group_size,
+        chat_template=chat_template(server.template) if server.template else CHATML,
+        max_concurrency=server.max_concurrency or DEFAULT_SERVER_CONCURRENCY,
+        timeout=server.timeout or DEFAULT_SERVER_TIMEOUT,
+    )
 
 
 def _pool_judge() -> Judge:

@@ -7,22 +7,24 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
 import pytest
 
-from sag2_retrievers.errors import JudgeError
+from sag2_retrievers.errors import InvalidInputError, JudgeError
 from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
 from sag2_retrievers.judges.grading import UnreadableAnswer, answer_positions, graded_probability
 from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
 from sag2_retrievers.judges.prompts import STRICT_GRADED_QUESTION, STRICT_QUESTION
-from sag2_retrievers.judges.transports import CHATML, GEMMA, LLAMA3
+from sag2_retrievers.judges.transports import CHATML, GEMMA, LLAMA3, chat_template
 
 BASE_URL = "http://127.0.0.1:8000"
 QUESTION = "Which river flows through the capital of France?"
@@ -396,3 +398,146 @@ def test_cached_tokens_a_server_omits_are_not_reported_rather_than_zero() -> Non
     score(telling, request_of(2))
     assert silent.usage.snapshot().cache_reports == 0
     assert telling.usage.snapshot().cache_reports == 2
+
+
+# -- servers refusing prompt lists, repeating errors, one slot ---------------------------------
+
+
+def completions_choice(index: int, prompt: str) -> dict[str, Any]:
+    """A completions choice whose P(yes) identifies the prompt's candidate."""
+    yes = pointwise_yes(candidate_number(prompt))
+    top = {"Yes": math.log(yes), "No": math.log(1 - yes)}
+    return {"index": index, "text": "Yes", "logprobs": {"tokens": ["Yes"], "top_logprobs": [top]}}
+
+
+class OnePromptServer:
+    """A completions endpoint like llama-cpp-python's: a list of prompts is HTTP 500."""
+
+    def __init__(self) -> None:
+        self.sizes: list[int] = []
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        prompts = json.loads(request.content)["prompt"]
+        self.sizes.append(len(prompts))
+        if len(prompts) > 1:
+            return httpx.Response(500, text="AssertionError: one prompt per request")
+        choices = [completions_choice(0, prompts[0])]
+        return httpx.Response(200, json={"choices": choices, "usage": {}})
+
+
+def test_a_server_refusing_prompt_lists_is_sent_one_prompt_per_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The list is tried once, not retried; every prompt is then sent alone, scored as the
+    chat path scores it, and the fallback is logged once."""
+    server = OnePromptServer()
+    judge = judge_for(server, transport="completions", warm_first=False)
+    assert score(judge, request_of(4)) == [pytest.approx(pointwise_yes(n)) for n in range(4)]
+    assert score(judge, request_of(3)) == [pytest.approx(pointwise_yes(n)) for n in range(3)]
+    assert server.sizes == [4, 1, 1, 1, 1, 1, 1, 1]
+    refusals = [r for r in caplog.records if "one prompt per request from now on" in r.message]
+    assert len(refusals) == 1
+    assert "AssertionError" in refusals[0].message
+
+
+def test_a_repeating_server_error_shows_the_servers_words_not_load_advice() -> None:
+    """HTTP 500 on every attempt is the server refusing: its body is shown, redacted."""
+
+    async def refuse(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, text=f"GGML_ASSERT(n_ctx) failed for key {KEY}")
+
+    with pytest.raises(JudgeError) as caught:
+        score(judge_for(refuse, api_key=KEY, max_attempts=2), request_of(1))
+    message = str(caught.value)
+    assert "GGML_ASSERT(n_ctx) failed" in message and "HTTP 500" in message
+    assert "overloaded" not in message and KEY not in message
+
+
+class OneSlotServer:
+    """A chat endpoint on 127.0.0.1 that computes one request at a time, ``seconds`` each,
+    finishing requests whose client has gone (as a real server does)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.received = 0
+        self.seconds = seconds
+        self._slot = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                owner.received += 1
+                with owner._slot:
+                    time.sleep(owner.seconds)
+                data = json.dumps(pointwise(body)).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Silent."""
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> OneSlotServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+def test_a_one_slot_server_is_not_flooded_with_re_sent_requests() -> None:
+    """Eight requests in flight to a server computing one at a time: the ones that time out
+    halve the limit instead of being re-sent at once, so every candidate is scored and the
+    server receives few requests beyond one per candidate (no retry storm)."""
+    with OneSlotServer(seconds=0.1) as server:
+        judge = OpenAICompatJudge(
+            server.url,
+            "gemma-3-270m",
+            max_concurrency=8,
+            timeout=0.35,
+            warm_first=False,
+            retry_policy=RetryPolicy(initial_wait=0.05, max_wait=0.5),
+        )
+        scores = score(judge, request_of(12))
+    assert scores == [pytest.approx(pointwise_yes(n)) for n in range(12)]
+    assert server.received <= 2 * 12
+
+
+# -- chat templates -----------------------------------------------------------------------------
+
+GEMMA_JINJA = """{{ bos_token }}{% set first = messages[0]['content'] + '\\n\\n' %}\
+{% for message in messages[1:] %}<start_of_turn>user
+{{ first if loop.first else '' }}{{ message['content'] }}<end_of_turn>
+{% endfor %}{% if add_generation_prompt %}<start_of_turn>model
+{% endif %}"""
+
+
+def test_a_jinja_template_file_renders_like_the_named_template(tmp_path: Any) -> None:
+    """A model's Jinja chat template (here Gemma's shape) gives the named template's prompt."""
+    path = tmp_path / "chat_template.jinja"
+    path.write_text(GEMMA_JINJA, encoding="utf-8")
+    messages = [{"role": "system", "content": "Judge."}, {"role": "user", "content": "Q?"}]
+    assert chat_template(str(path))(messages) == GEMMA(messages)
+    assert chat_template("gemma") is GEMMA
+
+
+def test_an_unknown_template_names_the_choices() -> None:
+    """Neither a known name nor a file: the error lists the named templates."""
+    with pytest.raises(InvalidInputError, match="chatml, gemma, llama3, mistral"):
+        chat_template("gemma3")
