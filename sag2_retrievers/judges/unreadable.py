@@ -4,8 +4,10 @@ An unreadable answer (prose, a thinking block, a continued prompt) is asked once
 stricter question. If that answer is unreadable too, the candidate is left unscored: it keeps
 its previous score, or gets a BM25 prior below any confident "yes", and ``usage.degraded``
 counts it. One odd answer in a long evaluation therefore costs one candidate, not the run.
-Only answers that are unreadable systematically (most of them, from the start) stop the
-judge, with the likely cause named: a base model, a wrong chat template or thinking mode.
+Only answers that are unreadable systematically stop the judge, with the likely cause named
+(a base model, a wrong chat template or thinking mode): three or more candidates unreadable
+after the re-ask and outnumbering the readable answers, or, before any answer was readable,
+five unreadable first answers once one re-ask has failed too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from .grading import UnreadableAnswer
 # Unreadable answers needed before they count as systematic (and then only when they
 # outnumber the readable ones): one or two odd answers never stop a run.
 SYSTEMATIC_AFTER = 3
+# Before any answer has been readable, this many unreadable first answers (with one still
+# unreadable when asked again) stop the judge at once, rather than after every queued call.
+SYSTEMATIC_FROM_THE_START = 5
 # The highest BM25 prior: "undecided", below every answer that leans towards yes.
 PRIOR_CEILING = 0.5
 SAMPLES_KEPT = 3
@@ -77,6 +82,7 @@ class AnswerPolicy:
         self._describe = describe
         self._readable = 0
         self._unreadable = 0
+        self._unreadable_first = 0
         self._samples: list[str] = []
         self._lock = threading.Lock()
 
@@ -94,6 +100,7 @@ class AnswerPolicy:
         if not isinstance(first, UnreadableAnswer):
             self._count_readable()
             return first
+        self._count_unreadable_first(first.answer)
         try:
             score = await again()
         except UnreadableAnswer as error:
@@ -108,22 +115,45 @@ class AnswerPolicy:
         with self._lock:
             self._readable += 1
 
+    def _count_unreadable_first(self, answer: str) -> None:
+        """Tally one unreadable first answer; raise when no answer has been readable yet."""
+        with self._lock:
+            self._unreadable_first += 1
+            self._keep(answer)
+            systematic = (
+                self._readable == 0
+                and self._unreadable >= 1
+                and self._unreadable_first >= SYSTEMATIC_FROM_THE_START
+            )
+        if systematic:
+            self._fail()
+
     def _count_unreadable(self, answer: str) -> None:
-        """Tally one unreadable answer; raise when they are now systematic."""
+        """Tally one candidate unreadable after its re-ask; raise when that is systematic."""
         with self._lock:
             self._unreadable += 1
-            if len(self._samples) < SAMPLES_KEPT:
-                self._samples.append(answer)
+            self._keep(answer)
             systematic = self._unreadable >= SYSTEMATIC_AFTER and self._unreadable > self._readable
-            counts, samples = (self._unreadable, self._readable), list(self._samples)
         if systematic:
-            raise JudgeError(
-                self._describe(
-                    f"{counts[0]} answers were unreadable even when asked again, against "
-                    f"{counts[1]} readable ones (for example {samples!r}); likely cause: "
-                    f"{likely_cause(samples)}"
-                )
+            self._fail()
+
+    def _keep(self, answer: str) -> None:
+        """Keep a few unreadable answers as examples (the caller holds the lock)."""
+        if len(self._samples) < SAMPLES_KEPT:
+            self._samples.append(answer)
+
+    def _fail(self) -> None:
+        """Raise the JudgeError for systematically unreadable answers, with the likely cause."""
+        with self._lock:
+            counts = (self._unreadable_first, self._unreadable, self._readable)
+            samples = list(self._samples)
+        raise JudgeError(
+            self._describe(
+                f"answers are systematically unreadable: {counts[0]} first answers and "
+                f"{counts[1]} re-asked ones could not be read, {counts[2]} could (for example "
+                f"{samples!r}); likely cause: {likely_cause(samples)}"
             )
+        )
 
 
 async def attempt(ask: Callable[[], Awaitable[float]]) -> float | UnreadableAnswer:

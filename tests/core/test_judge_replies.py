@@ -331,11 +331,19 @@ def test_systematically_unreadable_answers_fail_fast_with_the_likely_cause(
     answer: str, cause: str
 ) -> None:
     """Every answer unreadable: the judge stops with the likely cause, not a silent ranking."""
-    server = Server(unreadable_for(set(range(20)), answer))
+    server = Server(unreadable_for(set(range(40)), answer))
     with pytest.raises(JudgeError, match="likely cause") as caught:
-        score(judge_for(server, max_concurrency=1), request_of(20))
+        score(judge_for(server, max_concurrency=1), request_of(40))
     assert cause in str(caught.value)
     assert len(server.bodies) <= 10
+
+
+def test_systematically_unreadable_answers_stop_a_concurrent_round_early() -> None:
+    """Eight requests in flight: the judge stops after about one wave, not forty candidates."""
+    server = Server(unreadable_for(set(range(40))))
+    with pytest.raises(JudgeError, match="systematically unreadable"):
+        score(judge_for(server, max_concurrency=8), request_of(40))
+    assert len(server.bodies) <= 2 + 8 + 8
 
 
 def test_the_chat_model_judge_follows_the_same_policy() -> None:
