@@ -88,7 +88,8 @@ def judge_options() -> argparse.ArgumentParser:
         "--judge-template",
         metavar="NAME|FILE",
         help="openai judge, completions transport: the model's chat template, one of "
-        f"{', '.join(TEMPLATES)} or a Jinja template file (default chatml)",
+        f"{', '.join(TEMPLATES)}, a Jinja template file, or 'server' for the one "
+        "llama-server reports at /props (default chatml)",
     )
     options.add_argument(
         "--judge-concurrency",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
+
+import httpx
 
 from ..errors import InvalidInputError, JudgeConfigurationError
 from .base import Judge
@@ -11,7 +14,7 @@ from .cache import CachedJudge
 from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
 from .openai_compat import OpenAICompatJudge, Transport
-from .transports import CHATML, chat_template
+from .transports import CHATML, JinjaTemplate, RenderChat, chat_template
 
 JUDGE_NAMES = (
     "local",
@@ -28,6 +31,8 @@ LOCAL_DEFAULT = "local-pool"
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
+# ``--judge-template server``: the template llama.cpp's llama-server reports at /props.
+SERVER_TEMPLATE = "server"
 # The openai judge's own defaults: requests in flight per event loop, seconds per attempt.
 DEFAULT_SERVER_CONCURRENCY = 8
 DEFAULT_SERVER_TIMEOUT = 120.0
@@ -142,10 +147,38 @@ def _openai_judge(model: str | None, base_url: str | None, server: ServerOptions
         name,
         transport=server.transport,
         group_size=server.group_size,
-        chat_template=chat_template(server.template) if server.template else CHATML,
+        chat_template=_template(server.template, url),
         max_concurrency=server.max_concurrency or DEFAULT_SERVER_CONCURRENCY,
         timeout=server.timeout or DEFAULT_SERVER_TIMEOUT,
     )
+
+
+def _template(name: str | None, base_url: str) -> RenderChat:
+    """ChatML, a named template or file, or the server's own (``server``)."""
+    if name is None:
+        return CHATML
+    if name == SERVER_TEMPLATE:
+        return server_template(base_url)
+    return chat_template(name)
+
+
+def server_template(base_url: str) -> RenderChat:
+    """The chat template a llama.cpp server reports at ``/props`` (its ``chat_template``),
+    named by its digest so judge identities change when the template does."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        reply = httpx.get(f"{root}/props", timeout=30.0, trust_env=False)
+        source = reply.json().get("chat_template") if reply.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        source = None
+    if not isinstance(source, str) or not source.strip():
+        raise JudgeConfigurationError(
+            f"the server at {root} reports no chat template at /props (llama.cpp's "
+            "llama-server does); name one instead: --judge-template chatml, gemma, llama3, "
+            "mistral or a Jinja file"
+        )
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return JinjaTemplate(source, f"server-template:{digest}")
 
 
 def _pool_judge() -> Judge:

@@ -91,13 +91,14 @@ def chat_template(name_or_path: str) -> RenderChat:
             f"chat template {name_or_path!r} is neither one of {', '.join(TEMPLATES)} nor a "
             "Jinja template file"
         )
-    return JinjaTemplate(path)
+    return JinjaTemplate(path.read_text(encoding="utf-8"), f"jinja:{path.name}")
 
 
 class JinjaTemplate:
-    """A Hugging Face style Jinja chat template read from a file, rendered in a sandbox."""
+    """A Hugging Face style Jinja chat template (a model's file, or the one a server reports),
+    rendered in a sandbox; ``name`` is how judge identities show it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, source: str, name: str) -> None:
         try:
             from jinja2.sandbox import ImmutableSandboxedEnvironment
         except ImportError:
@@ -107,8 +108,8 @@ class JinjaTemplate:
             ) from None
         environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
         environment.globals["raise_exception"] = _template_error
-        self.__qualname__ = f"jinja:{path.name}"
-        self._template = environment.from_string(path.read_text(encoding="utf-8"))
+        self.__qualname__ = name
+        self._template = environment.from_string(source)
 
     def __call__(self, messages: ChatMessages) -> str:
         """The rendered prompt up to the answer; BOS is left to the server's tokenizer."""

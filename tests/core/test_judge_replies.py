@@ -21,6 +21,7 @@ from sag2_retrievers.errors import InvalidInputError, JudgeError
 from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
+from sag2_retrievers.judges.factory import ServerOptions, make_judge
 from sag2_retrievers.judges.grading import UnreadableAnswer, answer_positions, graded_probability
 from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
 from sag2_retrievers.judges.prompts import STRICT_GRADED_QUESTION, STRICT_QUESTION
@@ -549,3 +550,59 @@ def test_an_unknown_template_names_the_choices() -> None:
     """Neither a known name nor a file: the error lists the named templates."""
     with pytest.raises(InvalidInputError, match="chatml, gemma, llama3, mistral"):
         chat_template("gemma3")
+
+
+class PropsServer:
+    """A 127.0.0.1 server answering GET /props as llama.cpp's llama-server does."""
+
+    def __init__(self, props: dict[str, Any]) -> None:
+        payload = json.dumps(props).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                status = 200 if self.path == "/props" else 404
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                """Silent."""
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._http.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def close(self) -> None:
+        """Stop the server."""
+        self._http.shutdown()
+        self._http.server_close()
+
+
+def test_the_servers_own_template_is_used_when_asked_for() -> None:
+    """--judge-template server renders with the template llama-server reports at /props."""
+    server = PropsServer({"chat_template": GEMMA_JINJA})
+    try:
+        judge = make_judge(
+            "openai",
+            model="g",
+            base_url=f"{server.url}/v1",
+            server=ServerOptions("completions", template="server"),
+        )
+    finally:
+        server.close()
+    messages = [{"role": "system", "content": "Judge."}, {"role": "user", "content": "Q?"}]
+    assert isinstance(judge, OpenAICompatJudge)
+    assert judge._chat_template(messages) == GEMMA(messages)
+    assert ";completions:server-template:" in judge.identity
+
+
+def test_a_server_without_a_template_is_an_error_naming_the_choices() -> None:
+    """A server whose /props holds no template: name one instead."""
+    server = PropsServer({"total_slots": 1})
+    try:
+        with pytest.raises(JudgeError, match="reports no chat template"):
+            make_judge("openai", model="g", base_url=server.url,
+                       server=ServerOptions("completions", template="server"))  # fmt: skip
+    finally:
+        server.close()
