@@ -92,6 +92,12 @@ def judge_options() -> argparse.ArgumentParser:
         "llama-server reports at /props (default chatml)",
     )
     options.add_argument(
+        "--judge-fold-system",
+        action="store_true",
+        help="openai judge, chat transport: send the instruction inside the user message, for "
+        "chat formats that drop system messages (llama-cpp-python's gemma)",
+    )
+    options.add_argument(
         "--judge-concurrency",
         type=positive_int,
         metavar="N",
@@ -208,6 +214,7 @@ def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
             args.judge_template,
             args.judge_concurrency,
             args.judge_timeout,
+            args.judge_fold_system,
         ),
     )
 

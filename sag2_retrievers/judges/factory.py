@@ -42,13 +42,15 @@ DEFAULT_SERVER_TIMEOUT = 120.0
 class ServerOptions:
     """How the openai judge talks to its server: transport, grouping, the chat template the
     completions transport renders (a name or a Jinja file), requests in flight and the
-    seconds one attempt may take. The defaults are the judge's own."""
+    seconds one attempt may take, and whether the instruction goes into the user message.
+    The defaults are the judge's own."""
 
     transport: Transport = "chat"
     group_size: int = 1
     template: str | None = None
     max_concurrency: int | None = None
     timeout: float | None = None
+    fold_system: bool = False
 
     def is_default(self) -> bool:
         """Whether every option keeps its default (as any judge but openai requires)."""
@@ -150,6 +152,7 @@ def _openai_judge(model: str | None, base_url: str | None, server: ServerOptions
         chat_template=_template(server.template, url),
         max_concurrency=server.max_concurrency or DEFAULT_SERVER_CONCURRENCY,
         timeout=server.timeout or DEFAULT_SERVER_TIMEOUT,
+        fold_system=server.fold_system,
     )
 
 

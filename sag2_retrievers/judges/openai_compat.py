@@ -135,7 +135,9 @@ class OpenAICompatJudge(Judge):
     answer token; a line missing or unreadable is asked again alone, and a reply with a line
     numbered outside 1..K (numbered from 0, say) is not read at all: all K are asked alone.
     Grouping means a candidate is no longer judged in isolation, and its recall against one
-    call per candidate has not been measured here.
+    call per candidate has not been measured here. ``fold_system=True`` (chat transport) sends
+    the instruction at the start of the user message instead of as a system message, for chat
+    formats without a system turn that drop it (llama-cpp-python's ``gemma``).
     """
 
     def __init__(
@@ -159,6 +161,7 @@ class OpenAICompatJudge(Judge):
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         group_size: int = 1,
         http_transport: httpx.AsyncBaseTransport | None = None,
+        fold_system: bool = False,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
@@ -178,6 +181,7 @@ class OpenAICompatJudge(Judge):
         self._max_batch_size = max_batch_size
         self._max_body_bytes = max_body_bytes
         self._group_size = group_size
+        self._fold_system = fold_system
         self.scores_whole_request = group_size > 1
         self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
         # Whether the server takes a list of prompts: None until a list has been sent.
@@ -215,6 +219,8 @@ class OpenAICompatJudge(Judge):
             name += f";completions:{template_name(self._chat_template)}"
         if self._group_size > 1:
             name += f";group={self._group_size}"
+        if self._fold_system:
+            name += ";fold-system"
         return name
 
     async def _score(self, request: JudgeRequest) -> list[float]:
@@ -418,7 +424,7 @@ class OpenAICompatJudge(Judge):
         read, with its cache key when hints are on."""
         payload: dict[str, Any] = {
             "model": self._model,
-            "messages": prompt.messages(),
+            "messages": prompt.folded_messages() if self._fold_system else prompt.messages(),
             "max_tokens": max_tokens,
             "max_completion_tokens": max_tokens,
             "stop": stop,

@@ -75,6 +75,11 @@ class JudgePrompt:
             {"role": "user", "content": self.user},
         ]
 
+    def folded_messages(self) -> ChatMessages:
+        """One user message opening with the instruction, for chat formats that have no system
+        turn and drop a system message (llama-cpp-python's ``gemma`` format does)."""
+        return [{"role": "user", "content": self.instruction + SECTION_BREAK + self.user}]
+
     def cache_key(self) -> str:
         """A digest of the instruction and shared block: the same for a question's round."""
         digest = hashlib.sha256(f"{self.instruction}\0{self.shared}".encode())

@@ -57,7 +57,7 @@ def pointwise_yes(number: int) -> float:
 
 def pointwise(body: dict[str, Any]) -> dict[str, Any]:
     """A pointwise answer whose P(yes) identifies the candidate."""
-    yes = pointwise_yes(candidate_number(body["messages"][1]["content"]))
+    yes = pointwise_yes(candidate_number(body["messages"][-1]["content"]))
     return chat_reply([record("Yes", {"Yes": math.log(yes), "No": math.log(1 - yes)})])
 
 
@@ -73,7 +73,7 @@ class Server:
     async def __call__(self, request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
         self.bodies.append(body)
-        user = body["messages"][1]["content"]
+        user = body["messages"][-1]["content"]
         if self.grouped is not None and "Candidate passages to judge:" in user:
             return httpx.Response(200, json=self.grouped(body))
         return httpx.Response(200, json=self.answer(body))
@@ -285,7 +285,7 @@ def unreadable_for(numbers: set[int], answer: str = "Question") -> Reply:
     """Pointwise answers, except ``answer`` (no yes/no anywhere) for the listed candidates."""
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        if candidate_number(body["messages"][1]["content"]) in numbers:
+        if candidate_number(body["messages"][-1]["content"]) in numbers:
             return chat_reply([record(answer)])
         return pointwise(body)
 
@@ -305,7 +305,7 @@ def test_a_sporadic_unreadable_answer_leaves_one_candidate_unscored() -> None:
     assert scores[:2] + scores[3:] == [pytest.approx(pointwise_yes(n)) for n in (0, 1, 3, 4)]
     assert scores[2] == pytest.approx(0.5 * 8 / 10)
     assert judge.usage.snapshot().degraded == 1
-    strict = [b for b in server.bodies if b["messages"][1]["content"].endswith(STRICT_QUESTION)]
+    strict = [b for b in server.bodies if b["messages"][-1]["content"].endswith(STRICT_QUESTION)]
     assert len(strict) == 1
 
 
@@ -606,3 +606,15 @@ def test_a_server_without_a_template_is_an_error_naming_the_choices() -> None:
                        server=ServerOptions("completions", template="server"))  # fmt: skip
     finally:
         server.close()
+
+
+def test_fold_system_sends_the_instruction_inside_the_user_message() -> None:
+    """For chat formats that drop system messages, the instruction opens the user turn."""
+    server = Server()
+    judge = judge_for(server, fold_system=True)
+    score(judge, request_of(1))
+    (message,) = server.bodies[0]["messages"]
+    assert message["role"] == "user"
+    assert message["content"].startswith("Decide whether the candidate passage")
+    assert 'Question: "Which river' in message["content"]
+    assert judge.identity.endswith(";fold-system")
