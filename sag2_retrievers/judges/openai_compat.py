@@ -352,7 +352,9 @@ class OpenAICompatJudge(Judge):
         self, session: _LoopSession, prompts: list[str]
     ) -> list[Mapping[str, Any]]:
         """The prompts' first-token records: in one request while the server takes lists,
-        one prompt per request once it has refused one."""
+        one prompt per request once it has refused one. The first list is tried once: a
+        refusal with a list status is checked with one prompt alone, a busy server or a
+        timeout gets the usual retries, any other refusal is final."""
         if len(prompts) == 1 or self._takes_lists:
             return await self._records_of(session, prompts)
         if self._takes_lists is False:
@@ -360,6 +362,8 @@ class OpenAICompatJudge(Judge):
         try:
             records = await self._records_of(session, prompts, attempts=1)
         except RefusedRequest as refusal:
+            if refusal.status not in LIST_REFUSALS and not refusal.transient:
+                raise JudgeError(str(refusal)) from refusal.__cause__
             if refusal.status not in LIST_REFUSALS:
                 return await self._records_of(session, prompts)
             first = await self._records_of(session, prompts[:1])

@@ -618,3 +618,20 @@ def test_fold_system_sends_the_instruction_inside_the_user_message() -> None:
     assert message["content"].startswith("Decide whether the candidate passage")
     assert 'Question: "Which river' in message["content"]
     assert judge.identity.endswith(";fold-system")
+
+
+def test_a_busy_server_is_not_mistaken_for_one_refusing_lists() -> None:
+    """A 503 on the first list is retried as a list; lists stay in use."""
+    sizes: list[int] = []
+
+    async def busy_once(request: httpx.Request) -> httpx.Response:
+        prompts = json.loads(request.content)["prompt"]
+        sizes.append(len(prompts))
+        if len(sizes) == 1:
+            return httpx.Response(503, text="busy")
+        choices = [completions_choice(i, p) for i, p in enumerate(prompts)]
+        return httpx.Response(200, json={"choices": choices, "usage": {}})
+
+    judge = judge_for(busy_once, transport="completions", warm_first=False)
+    assert score(judge, request_of(3)) == [pytest.approx(pointwise_yes(n)) for n in range(3)]
+    assert sizes == [3, 3]
