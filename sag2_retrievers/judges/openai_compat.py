@@ -329,10 +329,11 @@ class OpenAICompatJudge(Judge):
     def _strict_completion(
         self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
     ) -> Callable[[], Awaitable[float]]:
-        """The stricter re-ask of one candidate, as one completions prompt."""
-        prompt = self._render(pointwise_prompt(request, candidate, STRICT_QUESTION))
+        """The stricter re-ask of one candidate, as one completions prompt (rendered only if
+        it is asked)."""
 
         async def ask() -> float:
+            prompt = self._render(pointwise_prompt(request, candidate, STRICT_QUESTION))
             value = (await self._judge_batch(session, [prompt]))[0]
             if isinstance(value, UnreadableAnswer):
                 raise value

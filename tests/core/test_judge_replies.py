@@ -635,3 +635,26 @@ def test_a_busy_server_is_not_mistaken_for_one_refusing_lists() -> None:
     judge = judge_for(busy_once, transport="completions", warm_first=False)
     assert score(judge, request_of(3)) == [pytest.approx(pointwise_yes(n)) for n in range(3)]
     assert sizes == [3, 3]
+
+
+def test_an_unreadable_completion_is_re_asked_alone_then_left_unscored() -> None:
+    """In a batch, candidate 1 answers "Question": its strict re-ask goes alone, and it is
+    left at its previous score while the batch's other scores stand."""
+    prompts_sent: list[list[str]] = []
+
+    async def batch(request: httpx.Request) -> httpx.Response:
+        prompts = json.loads(request.content)["prompt"]
+        prompts_sent.append(prompts)
+        choices = [completions_choice(i, p) for i, p in enumerate(prompts)]
+        for choice, prompt in zip(choices, prompts, strict=True):
+            if candidate_number(prompt) == 1:
+                choice["logprobs"] = {"tokens": ["Question"], "top_logprobs": [{"Question": 0.0}]}
+        return httpx.Response(200, json={"choices": choices, "usage": {}})
+
+    judge = judge_for(batch, transport="completions", warm_first=False)
+    request = request_of(3, previous_score=0.3)
+    scores = score(judge, request)
+    assert scores == [pytest.approx(pointwise_yes(0)), 0.3, pytest.approx(pointwise_yes(2))]
+    assert [len(p) for p in prompts_sent] == [3, 1]
+    assert STRICT_QUESTION in prompts_sent[1][0]
+    assert judge.usage.snapshot().degraded == 1
