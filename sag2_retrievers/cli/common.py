@@ -14,11 +14,13 @@ from tqdm import tqdm
 
 from ..backends.base import DocumentIndex
 from ..backends.sqlite import SQLiteIndex, remove_index_files
+from ..config import SAG2Config
 from ..corpus_io import add_in_batches
 from ..documents import Document
 from ..errors import InvalidInputError
 from ..judges.base import Judge
-from ..judges.factory import JUDGE_NAMES, default_judge_name, make_judge
+from ..judges.factory import JUDGE_NAMES, ServerOptions, default_judge_name, make_judge
+from ..judges.transports import TEMPLATES
 from ..server_dsn import is_server
 
 PROG = "sag2"
@@ -82,8 +84,46 @@ def judge_options() -> argparse.ArgumentParser:
     options.add_argument(
         "--judge-group", type=positive_int, default=1, metavar="K", help="openai judge: K per call"
     )
+    options.add_argument(
+        "--judge-template",
+        metavar="NAME|FILE",
+        help="openai judge, completions transport: the model's chat template, one of "
+        f"{', '.join(TEMPLATES)}, a Jinja template file, or 'server' for the one "
+        "llama-server reports at /props (default chatml)",
+    )
+    options.add_argument(
+        "--judge-fold-system",
+        action="store_true",
+        help="openai judge, chat transport: send the instruction inside the user message, for "
+        "chat formats that drop system messages (llama-cpp-python's gemma)",
+    )
+    options.add_argument(
+        "--judge-concurrency",
+        type=positive_int,
+        metavar="N",
+        help="openai judge: requests in flight (default 8; halved after each timeout); "
+        "1 suits a server with one slot",
+    )
+    options.add_argument(
+        "--judge-timeout",
+        type=positive_float,
+        metavar="SECONDS",
+        help="openai judge: seconds one request attempt may take (default 120)",
+    )
+    options.add_argument(
+        "--deadline",
+        type=positive_float,
+        metavar="SECONDS",
+        help="give up the judge after this many seconds per question (the judge's error "
+        "then applies); default: no deadline",
+    )
     options.add_argument("--hops", type=int, choices=(0, 1, 2), default=2, help="expansion rounds")
     return options
+
+
+def sag2_config(args: argparse.Namespace, **settings: Any) -> SAG2Config:
+    """The engine settings the judge options choose (hops, deadline), with ``settings``."""
+    return SAG2Config(hops=args.hops, deadline_seconds=args.deadline, **settings)
 
 
 Commands = Any  # argparse's subparsers action has no public type
@@ -97,6 +137,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a number above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
     return value
 
 
@@ -141,8 +192,14 @@ def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
         base_url=args.base_url,
         cache_path=getattr(args, "cache", None),
         db_path=db_path or getattr(args, "db", None),
-        transport=args.judge_transport,
-        group_size=args.judge_group,
+        server=ServerOptions(
+            args.judge_transport,
+            args.judge_group,
+            args.judge_template,
+            args.judge_concurrency,
+            args.judge_timeout,
+            args.judge_fold_system,
+        ),
     )
 
 

@@ -11,7 +11,6 @@ from importlib import resources
 from pathlib import Path
 
 from ..backends.sqlite import SQLiteIndex
-from ..config import SAG2Config
 from ..corpus_io import read_corpus
 from ..eval.datasets import EvalQuestion, load_questions
 from ..eval.runner import (
@@ -30,6 +29,7 @@ from .common import (
     concurrency,
     describe_judge,
     positive_int,
+    sag2_config,
 )
 from .eval import evaluate_with_progress
 
@@ -91,7 +91,7 @@ async def _demo_run(
         f"{len(questions)} questions"
     )
     print(DEMO_LEGEND)
-    options = EvalOptions("sag2", SAG2Config(hops=args.hops), None, concurrency(args))
+    options = EvalOptions("sag2", sag2_config(args), None, concurrency(args))
     return await evaluate_with_progress(index, questions, judge, options, args)
 
 

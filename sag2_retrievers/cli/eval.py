@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ..backends.base import DocumentIndex
-from ..config import SAG2Config
 from ..corpus_io import read_corpus
 from ..documents import Document
 from ..errors import InvalidInputError
@@ -42,6 +41,7 @@ from .common import (
     make_parent,
     positive_int,
     progress,
+    sag2_config,
 )
 
 
@@ -108,7 +108,7 @@ def run_eval(args: argparse.Namespace) -> int:
     index_seconds, index_bytes = _eval_index(args, questions)
     with existing_index(args.db) as index:
         judge = chosen_judge(args) if args.method == "sag2" else None
-        config = SAG2Config(hops=args.hops, shared_context=not args.no_context)
+        config = sag2_config(args, shared_context=not args.no_context)
         if judge is not None and (args.estimate or args.max_input_tokens):
             expected = estimate_run(index, selected, judge, config)
             print(describe_estimate(expected))
@@ -225,3 +225,17 @@ def _print_eval_table(report: dict[str, Any]) -> None:
     )
     if report["cost_usd"]:
         print(f"cost ${report['cost_usd']:.6f}, {report['input_tokens']:,} input tokens")
+    if report["input_tokens"]:
+        print(f"input tokens {report['input_tokens']:,}, cached {_cached_share(report)}")
+    if report["unscored_candidates"]:
+        print(
+            f"{report['unscored_candidates']} candidates left unscored (answers unreadable "
+            "when asked twice): they kept their previous score or a BM25 prior"
+        )
+
+
+def _cached_share(report: dict[str, Any]) -> str:
+    """The cached share of input tokens, or "not reported" when the server says nothing."""
+    if not report["cached_input_tokens_reported"]:
+        return "not reported by the server"
+    return f"{report['cached_input_tokens'] / report['input_tokens']:.0%}"

@@ -28,6 +28,7 @@ from .common import (
     make_parent,
     positive_int,
     preview,
+    sag2_config,
 )
 
 MAX_QUERY_TOKENS = 80  # as the backends' query_terms default
@@ -106,7 +107,7 @@ def _judged_retrieval(
     """SAG2 with the chosen judge (its HTML trace written if asked); the judge's identity."""
     judge = chosen_judge(args)
     announce_embedding(args)
-    result = asyncio.run(_retrieve(index, judge, SAG2Config(hops=args.hops), args))
+    result = asyncio.run(_retrieve(index, judge, sag2_config(args), args))
     if args.trace_html:
         make_parent(args.trace_html)
         write_trace_html(args.trace_html, result, index, judge=judge.identity)
@@ -149,6 +150,8 @@ def _print_footer(result: RetrievalResult, method: str) -> None:
         print(BM25_LEGEND)
         return
     suffix = "; judge failed, lexical order" if result.degraded else ""
+    if result.usage.degraded:
+        suffix += f"; {result.usage.degraded} left unscored (unreadable answers)"
     print(f"{result.judgments} judgments, stopped: {result.stop_reason}{suffix}")
     print(SCORE_LEGEND)
 
@@ -195,6 +198,7 @@ def _result_json(
         "judgments": result.judgments,
         "stop_reason": result.stop_reason,
         "degraded": result.degraded,
+        "unscored": result.usage.degraded,
         "hits": [_hit_json(position, hit) for position, hit in enumerate(result.hits, start=1)],
         "trace": [
             {

@@ -133,7 +133,10 @@ class EvalRun:
 
         Summary metrics are in percent, per-question ones are fractions. Usage counts what this
         run paid (cache hits add judgments but no calls, tokens or cost); cached input tokens
-        are the part of the input tokens the provider reported serving from its prompt cache.
+        are the part of the input tokens the provider reported serving from its prompt cache
+        (``cached_input_tokens_reported`` is False when no reply reported any: "not reported",
+        not 0% cached); ``unscored_candidates`` counts candidates left unscored after
+        unreadable answers.
         ``seconds_per_question`` is wall time over questions, so it reflects the concurrency;
         each per-question ``seconds`` includes waiting for the judge shared with other questions.
         """
@@ -156,6 +159,8 @@ class EvalRun:
             "output_tokens_per_question": self.usage.output_tokens / n,
             "input_tokens": self.usage.input_tokens,
             "cached_input_tokens": self.usage.cached_input_tokens,
+            "cached_input_tokens_reported": self.usage.cache_reports > 0,
+            "unscored_candidates": self.usage.degraded,
             "output_tokens": self.usage.output_tokens,
             "cost_usd": self.usage.cost_usd,
             "seconds_per_question": self.wall_seconds / n,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import logging
 import math
@@ -16,6 +17,7 @@ import httpx
 import tenacity
 
 from ..errors import InvalidInputError, JudgeError
+from ._concurrency import AdaptiveLimit
 from ._secrets import Secret, redact
 
 logger = logging.getLogger(__name__)
@@ -23,6 +25,9 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 TRANSIENT_STATUSES = frozenset({408, 429})
+# Statuses that say the server is busy; any other status that repeats is the server refusing
+# this request, and its own words say why better than a guess about load.
+BUSY_STATUSES = frozenset({408, 429, 502, 503, 504})
 TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 BODY_EXCERPT_CHARS = 300
 DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
@@ -70,11 +75,30 @@ def is_transient_status(status: int) -> bool:
 
 
 class TransientHTTPFailure(Exception):
-    """One attempt failed in a way worth retrying; carries the delay the server asked for."""
+    """One attempt failed in a way worth retrying; carries the delay the server asked for,
+    and the HTTP status and the start of the body when the server answered."""
 
-    def __init__(self, reason: str, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        retry_after: float | None = None,
+        status: int | None = None,
+        body: str = "",
+    ) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
+        self.status = status
+        self.body = body
+
+
+class RefusedRequest(JudgeError):
+    """A request that failed for good: ``status`` is the last HTTP status (None when the
+    server never answered), ``transient`` whether the failures were of a retryable kind."""
+
+    def __init__(self, message: str, status: int | None, *, transient: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.transient = transient
 
 
 @dataclass(frozen=True)
@@ -198,8 +222,30 @@ async def post_json(
     payload: Mapping[str, Any],
     policy: RetryPolicy,
     limits: ReplyLimits,
+    gate: AdaptiveLimit | None = None,
 ) -> Any:
-    """POST a JSON payload, retrying transient failures, and return the decoded JSON reply."""
+    """POST a JSON payload, retrying transient failures, and return the decoded JSON reply;
+    a request that fails for good is a plain JudgeError (see `send_json`)."""
+    try:
+        return await send_json(client, endpoint, payload, policy, limits, gate)
+    except RefusedRequest as refusal:
+        raise JudgeError(str(refusal)) from refusal.__cause__
+
+
+async def send_json(
+    client: httpx.AsyncClient,
+    endpoint: Endpoint,
+    payload: Mapping[str, Any],
+    policy: RetryPolicy,
+    limits: ReplyLimits,
+    gate: AdaptiveLimit | None = None,
+) -> Any:
+    """`post_json`, with a request that fails for good raised as a RefusedRequest carrying
+    the last HTTP status, for callers that act on it.
+
+    With a ``gate`` each attempt (not the whole request) holds one of its slots, so a retry
+    waits for the limit the timeouts have lowered instead of re-sending at once.
+    """
     retrying = tenacity.AsyncRetrying(
         stop=tenacity.stop_after_attempt(policy.max_attempts),
         wait=policy.wait_before_retry,
@@ -210,26 +256,43 @@ async def post_json(
     )
     try:
         response: httpx.Response = await asyncio.wait_for(
-            retrying(_attempt_post, client, endpoint, payload, limits), limits.total_seconds
+            retrying(_attempt_post, client, endpoint, payload, limits, gate),
+            limits.total_seconds,
         )
     except TransientHTTPFailure as failure:
-        raise JudgeError(
-            endpoint.describe(
-                f"gave up after {policy.max_attempts} attempts; last failure: {failure}. "
-                "The service may be overloaded or unreachable: try again later or lower the "
-                "concurrency."
-            )
+        raise RefusedRequest(
+            _gave_up_message(endpoint, policy, failure), failure.status, transient=True
         ) from failure
     except asyncio.TimeoutError as error:
-        raise JudgeError(
+        raise RefusedRequest(
             endpoint.describe(
                 f"no usable reply within the request deadline of {limits.total_seconds} s "
                 "(retries included); raise the judge's deadline or check the service"
-            )
+            ),
+            None,
+            transient=True,
         ) from error
     if not response.is_success:
-        raise JudgeError(refusal_message(endpoint, response))
+        raise RefusedRequest(
+            refusal_message(endpoint, response), response.status_code, transient=False
+        )
     return _decode_json(endpoint, response)
+
+
+def _gave_up_message(endpoint: Endpoint, policy: RetryPolicy, failure: TransientHTTPFailure) -> str:
+    """Why retrying stopped: load advice for timeouts and busy statuses, else the server's
+    own words, since a 4xx/5xx that repeats will not go away by waiting."""
+    attempts = f"gave up after {policy.max_attempts} attempts"
+    if failure.status is None or failure.status in BUSY_STATUSES:
+        return endpoint.describe(
+            f"{attempts}; last failure: {failure}. The service may be overloaded or "
+            "unreachable: try again later or lower the judge's concurrency."
+        )
+    return endpoint.describe(
+        f"{attempts}; the server answered HTTP {failure.status} each time and said: "
+        f"{endpoint.excerpt(failure.body)!r}. An error that repeats is the server refusing "
+        "this request, not load: check the model name, the server's options and its log"
+    )
 
 
 async def _attempt_post(
@@ -237,25 +300,37 @@ async def _attempt_post(
     endpoint: Endpoint,
     payload: Mapping[str, Any],
     limits: ReplyLimits,
+    gate: AdaptiveLimit | None = None,
 ) -> httpx.Response:
-    """Send once and read the reply within the attempt's deadline and size limit; raise
-    TransientHTTPFailure for failures a retry may cure."""
-    try:
-        return await asyncio.wait_for(
-            _send_and_read(client, endpoint, payload, limits.max_bytes), limits.attempt_seconds
-        )
-    except asyncio.TimeoutError as exc:
-        raise TransientHTTPFailure(
-            f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
-        ) from exc
-    except TRANSIENT_TRANSPORT_ERRORS as exc:
-        raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
-    except httpx.HTTPError as exc:
-        raise JudgeError(
-            endpoint.describe(
-                f"could not send the request ({type(exc).__name__}: {exc}); check the base URL"
+    """Send once (holding a slot of the gate, if any) and read the reply within the attempt's
+    deadline and size limit; raise TransientHTTPFailure for failures a retry may cure."""
+    async with gate.slot() if gate is not None else contextlib.nullcontext():
+        try:
+            response = await asyncio.wait_for(
+                _send_and_read(client, endpoint, payload, limits.max_bytes),
+                limits.attempt_seconds,
             )
-        ) from exc
+        except TransientHTTPFailure as failure:
+            if gate is not None and failure.status in BUSY_STATUSES:
+                gate.overloaded()
+            raise
+        except asyncio.TimeoutError as exc:
+            if gate is not None:
+                gate.overloaded()
+            raise TransientHTTPFailure(
+                f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
+            ) from exc
+        except TRANSIENT_TRANSPORT_ERRORS as exc:
+            raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise JudgeError(
+                endpoint.describe(
+                    f"could not send the request ({type(exc).__name__}: {exc}); check the base URL"
+                )
+            ) from exc
+    if gate is not None:
+        gate.succeeded()
+    return response
 
 
 async def _send_and_read(
@@ -265,7 +340,10 @@ async def _send_and_read(
     async with client.stream("POST", endpoint.url, json=payload) as streamed:
         if is_transient_status(streamed.status_code):
             retry_after = parse_retry_after(streamed.headers.get("retry-after"))
-            raise TransientHTTPFailure(f"HTTP {streamed.status_code}", retry_after)
+            said = await _body_start(streamed)
+            raise TransientHTTPFailure(
+                f"HTTP {streamed.status_code}", retry_after, streamed.status_code, said
+            )
         body = await _read_limited(endpoint, streamed, max_bytes)
     # The body is already decoded, so the encoding headers must not make httpx decode it again.
     headers = [
@@ -276,6 +354,16 @@ async def _send_and_read(
     return httpx.Response(
         streamed.status_code, headers=headers, content=body, request=streamed.request
     )
+
+
+async def _body_start(response: httpx.Response) -> str:
+    """The first few hundred characters of an error reply's body (what the server said)."""
+    received = b""
+    async for chunk in response.aiter_bytes():
+        received += chunk
+        if len(received) >= BODY_EXCERPT_CHARS * 4:
+            break
+    return received.decode("utf-8", errors="replace")
 
 
 async def _read_limited(endpoint: Endpoint, response: httpx.Response, max_bytes: int) -> bytes:

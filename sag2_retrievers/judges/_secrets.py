@@ -9,7 +9,9 @@ replaces every live key in their records.
 
 from __future__ import annotations
 
+import json
 import logging
+import urllib.parse
 import weakref
 from collections.abc import Iterable
 
@@ -66,11 +68,38 @@ def read_key(value: str, source: str) -> Secret:
 
 
 def redact(text: str, secrets: Iterable[Secret]) -> str:
-    """Replace every occurrence of the secrets in text, so server echoes cannot leak a key."""
+    """Replace every occurrence of the secrets in text, as they are or in any encoding a
+    server might echo them in (percent-encoded, JSON-escaped), so no echo can leak a key."""
     for secret in secrets:
-        if secret.reveal():
-            text = text.replace(secret.reveal(), REDACTED)
+        for spelling in encodings(secret.reveal()):
+            text = text.replace(spelling, REDACTED)
     return text
+
+
+def encodings(key: str) -> list[str]:
+    """The key and the ways a server may spell it back, longest first (so a longer spelling
+    is replaced whole before a shorter one inside it): percent-encoding in either case of hex
+    digit, with ``+`` for spaces or not, and JSON escapes (with ``/`` escaped or not, and
+    ``\\u`` escapes for every character)."""
+    if not key:
+        return []
+    percent = {
+        urllib.parse.quote(key, safe=""),
+        urllib.parse.quote(key, safe="/"),
+        urllib.parse.quote_plus(key, safe=""),
+        urllib.parse.quote_plus(key, safe="/"),
+    }
+    percent |= {_lower_hex(spelling) for spelling in percent}
+    escaped = json.dumps(key)[1:-1]
+    spellings = {key, escaped, escaped.replace("/", "\\/"), *percent}
+    spellings.add("".join(f"\\u{ord(character):04x}" for character in key))
+    return sorted(spellings, key=len, reverse=True)
+
+
+def _lower_hex(percent_encoded: str) -> str:
+    """A percent-encoded string with its hex digits in lower case (%2f, not %2F)."""
+    parts = percent_encoded.split("%")
+    return parts[0] + "".join(f"%{part[:2].lower()}{part[2:]}" for part in parts[1:])
 
 
 class RedactingFilter(logging.Filter):

@@ -74,7 +74,9 @@ class Usage:
     """Counters a judge accumulates: judgments, HTTP calls, tokens and reported cost.
 
     ``input_tokens`` counts every prompt token, ``cached_input_tokens`` the part of them the
-    provider reported serving from its prompt cache.
+    provider reported serving from its prompt cache, and ``cache_reports`` the replies that
+    reported a cached count at all (0: "not reported", not "nothing cached"). ``degraded``
+    counts candidates whose answer stayed unreadable after one re-ask and were left unscored.
     """
 
     judgments: int = 0
@@ -83,6 +85,8 @@ class Usage:
     output_tokens: int = 0
     cost_usd: float = 0.0
     cached_input_tokens: int = 0
+    cache_reports: int = 0
+    degraded: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(
@@ -94,6 +98,8 @@ class Usage:
         output_tokens: int = 0,
         cost_usd: float = 0.0,
         cached_input_tokens: int = 0,
+        cache_reports: int = 0,
+        degraded: int = 0,
     ) -> None:
         """Add to the counters (and to the retrieval tracking them); thread-safe."""
         with self._lock:
@@ -103,6 +109,8 @@ class Usage:
             self.output_tokens += output_tokens
             self.cost_usd += cost_usd
             self.cached_input_tokens += cached_input_tokens
+            self.cache_reports += cache_reports
+            self.degraded += degraded
         tracking = _TRACKED_USAGE.get()
         if tracking is not None and tracking[0] is self:
             tracking[1].add(
@@ -112,6 +120,8 @@ class Usage:
                 output_tokens=output_tokens,
                 cost_usd=cost_usd,
                 cached_input_tokens=cached_input_tokens,
+                cache_reports=cache_reports,
+                degraded=degraded,
             )
 
     def snapshot(self) -> UsageSnapshot:
@@ -124,6 +134,8 @@ class Usage:
                 self.output_tokens,
                 self.cost_usd,
                 self.cached_input_tokens,
+                self.cache_reports,
+                self.degraded,
             )
 
 
@@ -137,6 +149,8 @@ class UsageSnapshot:
     output_tokens: int = 0
     cost_usd: float = 0.0
     cached_input_tokens: int = 0
+    cache_reports: int = 0
+    degraded: int = 0
 
     def __sub__(self, other: UsageSnapshot) -> UsageSnapshot:
         """The usage accrued between two readings."""
@@ -147,6 +161,8 @@ class UsageSnapshot:
             self.output_tokens - other.output_tokens,
             self.cost_usd - other.cost_usd,
             self.cached_input_tokens - other.cached_input_tokens,
+            self.cache_reports - other.cache_reports,
+            self.degraded - other.degraded,
         )
 
 

@@ -152,9 +152,14 @@ class CachedJudge(Judge):
             output_tokens=spent.output_tokens,
             cost_usd=spent.cost_usd,
             cached_input_tokens=spent.cached_input_tokens,
+            cache_reports=spent.cache_reports,
+            degraded=spent.degraded,
         )
         judged = {key: score for (key, _), score in zip(misses, scores, strict=True)}
-        await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))
+        # A stand-in score for an unreadable answer is no judgment: storing it would replay it
+        # for good, so a request with any is not stored (and is asked again next time).
+        if not spent.degraded:
+            await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))
         return judged
 
     def _take_inner_usage(self) -> UsageSnapshot:

@@ -12,6 +12,11 @@ necessary fact of the chain), read as probability grade / 4: five levels rather 
 1.0 / 0.0 of a bare yes or no, so seed weights and the last round's sort keep some signal.
 The first such reply is asked again graded, and the judge asks graded from then on.
 
+An answer that cannot be read (prose, a thinking block) is asked once more, strictly, as a
+0-4 grade; if that is unreadable too the candidate is left unscored and counted in
+``usage.degraded`` (see `unreadable`, the policy every LLM judge shares), and only answers
+unreadable systematically stop the judge.
+
 Within a request, with ``warm_first`` (default), one candidate is asked first and the others
 once it has returned, so the round's shared block (sent first, byte-identical for every
 candidate) is in the provider's prefix cache for them.
@@ -34,11 +39,18 @@ import httpx
 from ..errors import InvalidInputError, JudgeError
 from ._http import gather_warm_first
 from .base import CallEstimate, Candidate, Judge, JudgeRequest
-from .grading import graded_probability, unreadable_answer
+from .grading import LONGEST_SHORT_ANSWER, UnreadableAnswer, graded_probability, unreadable_answer
 from .openai_compat import is_loopback_url
-from .prompts import GRADED_QUESTION, JudgePrompt, pointwise_prompt
+from .prompts import (
+    GRADED_QUESTION,
+    STRICT_GRADED_QUESTION,
+    STRICT_QUESTION,
+    JudgePrompt,
+    pointwise_prompt,
+)
 from .prompts import ChatMessages as ChatMessages
 from .tokens import token_count as token_count
+from .unreadable import AnswerPolicy, attempt
 
 # Attributes under which common model classes keep their server's address (LlamaIndex
 # OpenAI/OpenAILike: api_base; Ollama: base_url; LangChain ChatOpenAI: openai_api_base; vLLM
@@ -74,7 +86,11 @@ class ChatModelJudge(Judge):
     one entry of ``usage.http_calls``, with the tokens the model reports. ``warm_first``
     sends one candidate of a request before the others. ``graded``: None (default) asks for
     a 0-4 grade once the model has returned no log-probabilities, True always asks for a
-    grade, False never does (a bare yes or no then scores 1.0 or 0.0).
+    grade, False never does (a bare yes or no then scores 1.0 or 0.0). An unreadable answer
+    is asked once more (as a 0-4 grade, or a strict yes/no with ``graded=False``); then the
+    candidate keeps its previous score or a BM25 prior and ``usage.degraded`` counts it.
+    ``cached_input_tokens`` in usage are only what the model reports (``cache_reports``
+    counts the replies that reported any).
     """
 
     def __init__(
@@ -90,6 +106,7 @@ class ChatModelJudge(Judge):
             weakref.WeakKeyDictionary()
         )
         self._slots_lock = threading.Lock()
+        self._answers = AnswerPolicy(self.usage, lambda text: f"judge {self.identity!r}: {text}")
 
     @abc.abstractmethod
     async def _ask(self, messages: ChatMessages) -> ChatAnswer:
@@ -113,6 +130,27 @@ class ChatModelJudge(Judge):
         return CallEstimate(len(prompts), sum(prompt.estimated_tokens() for prompt in prompts))
 
     async def _judge_one(
+        self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
+    ) -> float:
+        """The candidate's yes-probability; asked once more when the answer is unreadable,
+        then left unscored (its stand-in score) if it still is."""
+        first = await attempt(lambda: self._first_answer(slots, request, candidate))
+        return await self._answers.settle(
+            candidate, request.candidates, first, lambda: self._ask_again(slots, request, candidate)
+        )
+
+    async def _ask_again(
+        self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
+    ) -> float:
+        """The stricter second question: a bare 0-4 grade, or yes/no when grades are off."""
+        if self._graded is False:
+            answer = await self._call(slots, pointwise_prompt(request, candidate, STRICT_QUESTION))
+            return self._read(lambda _: answer_probability(answer), answer.text)
+        strict = pointwise_prompt(request, candidate, STRICT_GRADED_QUESTION)
+        answer = await self._call(slots, strict)
+        return self._read(lambda text: graded_probability(text, answer.alternatives), answer.text)
+
+    async def _first_answer(
         self, slots: asyncio.Semaphore, request: JudgeRequest, candidate: Candidate
     ) -> float:
         """One model call for one candidate (two when it reveals a model without
@@ -155,9 +193,12 @@ class ChatModelJudge(Judge):
         return answer
 
     def _read(self, parse: Callable[[str], float], text: str) -> float:
-        """Read a reply's text, naming this judge in the JudgeError."""
+        """Read a reply's text, naming this judge in the JudgeError (an unreadable answer
+        passes as it is, for the answer policy)."""
         try:
             return parse(text)
+        except UnreadableAnswer:
+            raise
         except JudgeError as error:
             raise JudgeError(f"judge {self.identity!r}: {error}") from None
 
@@ -183,7 +224,7 @@ def answer_probability(answer: ChatAnswer) -> float:
 
 def one_word_answer(text: str) -> float:
     """1.0 for a reply that is just "yes", 0.0 for just "no" (case and punctuation ignored)."""
-    match = _ONE_WORD.match(text.strip())
+    match = _ONE_WORD.match(text.strip()) if len(text) <= LONGEST_SHORT_ANSWER else None
     if match is None:
         raise unreadable_answer(text, "yes or no", ", or one that returns token log-probabilities")
     return 1.0 if match.group(1).lower() == "yes" else 0.0

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import dataclass
+
+import httpx
 
 from ..errors import InvalidInputError, JudgeConfigurationError
 from .base import Judge
@@ -10,6 +14,7 @@ from .cache import CachedJudge
 from .fake import OverlapJudge
 from .jev import PROVIDERS, JEVJudge, Provider
 from .openai_compat import OpenAICompatJudge, Transport
+from .transports import CHATML, JinjaTemplate, RenderChat, chat_template
 
 JUDGE_NAMES = (
     "local",
@@ -26,6 +31,30 @@ LOCAL_DEFAULT = "local-pool"
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
+# ``--judge-template server``: the template llama.cpp's llama-server reports at /props.
+SERVER_TEMPLATE = "server"
+# The openai judge's own defaults: requests in flight per event loop, seconds per attempt.
+DEFAULT_SERVER_CONCURRENCY = 8
+DEFAULT_SERVER_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """How the openai judge talks to its server: transport, grouping, the chat template the
+    completions transport renders (a name or a Jinja file), requests in flight and the
+    seconds one attempt may take, and whether the instruction goes into the user message.
+    The defaults are the judge's own."""
+
+    transport: Transport = "chat"
+    group_size: int = 1
+    template: str | None = None
+    max_concurrency: int | None = None
+    timeout: float | None = None
+    fold_system: bool = False
+
+    def is_default(self) -> bool:
+        """Whether every option keeps its default (as any judge but openai requires)."""
+        return self == ServerOptions()
 
 
 def default_judge_name() -> str:
@@ -40,20 +69,21 @@ def make_judge(
     base_url: str | None = None,
     cache_path: str | None = None,
     db_path: str | None = None,
-    transport: Transport = "chat",
-    group_size: int = 1,
+    server: ServerOptions | None = None,
 ) -> Judge:
     """The judge called ``name``, wrapped in a judgment cache at ``cache_path`` when given.
 
     ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``db_path`` (the
     index file) holds the local judge's embedding cache, so passages are encoded once.
-    ``transport`` and ``group_size`` choose the openai judge's transport and grouping.
+    ``server`` sets how the openai judge talks to its server.
     """
+    server = server or ServerOptions()
     if name == "openai":
-        judge = _openai_judge(model, base_url, transport, group_size)
-    elif transport != "chat" or group_size != 1:
+        judge = _openai_judge(model, base_url, server)
+    elif not server.is_default():
         raise JudgeConfigurationError(
-            f"--judge-transport and --judge-group apply to the openai judge, not {name!r}"
+            "--judge-transport, --judge-group, --judge-template, --judge-concurrency and "
+            f"--judge-timeout apply to the openai judge, not {name!r}"
         )
     else:
         judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
@@ -99,9 +129,7 @@ def _jev_judge(model: str | None, base_url: str | None) -> Judge:
     return JEVJudge(provider=provider, model=model, base_url=base_url)
 
 
-def _openai_judge(
-    model: str | None, base_url: str | None, transport: Transport, group_size: int
-) -> Judge:
+def _openai_judge(model: str | None, base_url: str | None, server: ServerOptions) -> Judge:
     """An OpenAI-compatible judge; base URL and model from the arguments or the environment."""
     url = base_url or os.environ.get(OPENAI_BASE_URL_ENV, "").strip()
     name = model or os.environ.get(OPENAI_MODEL_ENV, "").strip()
@@ -111,7 +139,49 @@ def _openai_judge(
             f"{OPENAI_BASE_URL_ENV} and {OPENAI_MODEL_ENV} "
             "(for example http://127.0.0.1:8000 and the served model's name)"
         )
-    return OpenAICompatJudge(url, name, transport=transport, group_size=group_size)
+    if server.template is not None and server.transport != "completions":
+        raise JudgeConfigurationError(
+            "--judge-template applies to --judge-transport completions (the chat transport "
+            "leaves the template to the server)"
+        )
+    return OpenAICompatJudge(
+        url,
+        name,
+        transport=server.transport,
+        group_size=server.group_size,
+        chat_template=_template(server.template, url),
+        max_concurrency=server.max_concurrency or DEFAULT_SERVER_CONCURRENCY,
+        timeout=server.timeout or DEFAULT_SERVER_TIMEOUT,
+        fold_system=server.fold_system,
+    )
+
+
+def _template(name: str | None, base_url: str) -> RenderChat:
+    """ChatML, a named template or file, or the server's own (``server``)."""
+    if name is None:
+        return CHATML
+    if name == SERVER_TEMPLATE:
+        return server_template(base_url)
+    return chat_template(name)
+
+
+def server_template(base_url: str) -> RenderChat:
+    """The chat template a llama.cpp server reports at ``/props`` (its ``chat_template``),
+    named by its digest so judge identities change when the template does."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        reply = httpx.get(f"{root}/props", timeout=30.0, trust_env=False)
+        source = reply.json().get("chat_template") if reply.is_success else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        source = None
+    if not isinstance(source, str) or not source.strip():
+        raise JudgeConfigurationError(
+            f"the server at {root} reports no chat template at /props (llama.cpp's "
+            "llama-server does); name one instead: --judge-template chatml, gemma, llama3, "
+            "mistral or a Jinja file"
+        )
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    return JinjaTemplate(source, f"server-template:{digest}")
 
 
 def _pool_judge() -> Judge:

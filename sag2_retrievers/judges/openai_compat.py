@@ -12,6 +12,10 @@ request (see `transports`), for the same score. The server must return log-proba
 - Ollama: supported from version 0.12.11 on its ``/v1`` endpoint.
 
 Reasoning ("thinking") models must have thinking disabled, or their first token is not an answer.
+An answer that is neither yes nor no is asked once more, strictly; if it stays unreadable the
+candidate is left unscored (see `unreadable`), and only systematically unreadable answers stop
+the judge. Every request caps the output under both names servers read (``max_tokens`` and
+``max_completion_tokens``) and carries stop sequences.
 """
 
 from __future__ import annotations
@@ -19,19 +23,22 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import math
 import os
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import httpx
 
 from ..errors import InvalidInputError, JudgeError
+from ._concurrency import AdaptiveLimit
 from ._http import (
     DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
+    RefusedRequest,
     ReplyLimits,
     RetryPolicy,
     check_base_url,
@@ -41,11 +48,12 @@ from ._http import (
     new_client,
     plan_batches,
     post_json,
+    send_json,
 )
 from ._secrets import read_key
 from .base import CallEstimate, Candidate, Judge, JudgeRequest
-from .grading import answer_positions
-from .prompts import JudgePrompt, grouped_prompt, pointwise_prompt
+from .grading import UnreadableAnswer, answer_positions
+from .prompts import STRICT_QUESTION, JudgePrompt, grouped_prompt, pointwise_prompt
 from .prompts import build_messages as build_messages
 from .prompts import build_user_message as build_user_message
 from .tokens import read_token_counts
@@ -56,6 +64,9 @@ from .transports import (
     first_token_records,
     template_name,
 )
+from .unreadable import AnswerPolicy, attempt
+
+logger = logging.getLogger(__name__)
 
 Transport = Literal["chat", "completions"]
 _T = TypeVar("_T")
@@ -67,6 +78,12 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 # Output tokens allowed per line of a grouped answer ("12: yes" and a line break) and overall.
 GROUP_TOKENS_PER_LINE = 6
 GROUP_SPARE_TOKENS = 8
+# One answer token ends at a line break; a grouped answer (one line each) at a blank line.
+POINTWISE_STOP = ["\n"]
+GROUPED_STOP = ["\n\n"]
+# Statuses with which servers refuse a list of prompts they would take one at a time
+# (llama-cpp-python answers HTTP 500 from an assertion).
+LIST_REFUSALS = frozenset({400, 413, 422, 500, 501})
 LOGPROBS_HELP = (
     "the judge needs token log-probabilities: use vLLM (top_logprobs up to --max-logprobs, "
     "default 20), a llama.cpp llama-server build from 2025 or later, or Ollama 0.12.11 or later"
@@ -75,10 +92,10 @@ LOGPROBS_HELP = (
 
 @dataclass
 class _LoopSession:
-    """The HTTP client and concurrency slots of one event loop; neither may cross loops."""
+    """The HTTP client and concurrency limit of one event loop; neither may cross loops."""
 
     client: httpx.AsyncClient
-    slots: asyncio.Semaphore
+    gate: AdaptiveLimit
 
 
 class OpenAICompatJudge(Judge):
@@ -90,11 +107,14 @@ class OpenAICompatJudge(Judge):
     usually need none. ``sends_data_off_machine`` is False only when the host is a loopback
     address (127.0.0.0/8, ::1 or ``localhost``); any other host, including this machine's LAN
     address or 0.0.0.0, counts as off the machine. At most ``max_concurrency`` requests are in
-    flight per event loop; 408, 429, 5xx, timeouts and connection errors are retried up to
-    ``max_attempts`` times in all, honouring retry-after. ``retry_policy`` sets the waits
-    between attempts (its own attempt count is replaced by ``max_attempts``). ``timeout``
-    bounds each attempt from connecting to the reply's last byte, ``deadline`` (optional) one
-    request with its retries; a reply over ``max_reply_bytes`` fails unretried.
+    flight per event loop, fewer after timeouts: each halves the limit, which successes widen
+    again, so a server with fewer slots is not flooded with re-sent requests. 408, 429, 5xx,
+    timeouts and connection errors are retried up to ``max_attempts`` times in all, honouring
+    retry-after; a 4xx/5xx that repeats is reported with the server's own words.
+    ``retry_policy`` sets the waits between attempts (its own attempt count is replaced by
+    ``max_attempts``). ``timeout`` bounds each attempt from connecting to the reply's last
+    byte, ``deadline`` (optional) one request with its retries; a reply over
+    ``max_reply_bytes`` fails unretried.
     Proxy variables (HTTP_PROXY, ALL_PROXY, ...) are ignored, so loopback traffic stays on the
     machine; pass ``proxy`` to use one (a non-loopback proxy makes the judge count as
     off-machine).
@@ -107,12 +127,17 @@ class OpenAICompatJudge(Judge):
     ``transport`` is ``"chat"`` (default) or ``"completions"``; an httpx transport given there
     (as tests do) means chat over it, and ``http_transport`` carries one for either.
     ``transport="completions"`` sends the prompts, rendered with
-    ``chat_template`` (default ChatML; pass the model's own), in ``/v1/completions``
-    requests of at most ``max_batch_size`` prompts and ``max_body_bytes`` bytes.
-    ``group_size=K`` (chat transport, opt-in) asks about K candidates per call, one numbered
-    line each, reading P(yes) from each line's answer token; a line missing or unreadable is
-    asked again alone. Grouping means a candidate is no longer judged in isolation, and its
-    recall against one call per candidate has not been measured here.
+    ``chat_template`` (default ChatML; pass the model's own, e.g. ``chat_template("gemma")``
+    from `transports`), in ``/v1/completions`` requests of at most ``max_batch_size`` prompts
+    and ``max_body_bytes`` bytes; a server that refuses a list of prompts is sent one prompt
+    per request from then on (logged once). ``group_size=K`` (chat transport, opt-in) asks
+    about K candidates per call, one numbered line each, reading P(yes) from each line's
+    answer token; a line missing or unreadable is asked again alone, and a reply with a line
+    numbered outside 1..K (numbered from 0, say) is not read at all: all K are asked alone.
+    Grouping means a candidate is no longer judged in isolation, and its recall against one
+    call per candidate has not been measured here. ``fold_system=True`` (chat transport) sends
+    the instruction at the start of the user message instead of as a system message, for chat
+    formats without a system turn that drop it (llama-cpp-python's ``gemma``).
     """
 
     def __init__(
@@ -136,6 +161,7 @@ class OpenAICompatJudge(Judge):
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         group_size: int = 1,
         http_transport: httpx.AsyncBaseTransport | None = None,
+        fold_system: bool = False,
     ) -> None:
         super().__init__()
         _check_settings(base_url, model, max_concurrency, timeout)
@@ -155,8 +181,11 @@ class OpenAICompatJudge(Judge):
         self._max_batch_size = max_batch_size
         self._max_body_bytes = max_body_bytes
         self._group_size = group_size
+        self._fold_system = fold_system
         self.scores_whole_request = group_size > 1
         self._limits = ReplyLimits(timeout, deadline, max_reply_bytes)
+        # Whether the server takes a list of prompts: None until a list has been sent.
+        self._takes_lists: bool | None = None
         self._policy = replace(retry_policy or RetryPolicy(), max_attempts=max_attempts)
         key_source = f"the api_key argument or {API_KEY_ENV}"
         key = (api_key or os.environ.get(API_KEY_ENV, "")).strip()
@@ -172,6 +201,9 @@ class OpenAICompatJudge(Judge):
         )
         self._sessions: dict[asyncio.AbstractEventLoop, _LoopSession] = {}
         self._sessions_lock = threading.Lock()
+        self._answers = AnswerPolicy(
+            self.usage, lambda text: self._endpoint.describe(f"model {model!r}: {text}")
+        )
 
     def __repr__(self) -> str:
         return (
@@ -187,6 +219,8 @@ class OpenAICompatJudge(Judge):
             name += f";completions:{template_name(self._chat_template)}"
         if self._group_size > 1:
             name += f";group={self._group_size}"
+        if self._fold_system:
+            name += ";fold-system"
         return name
 
     async def _score(self, request: JudgeRequest) -> list[float]:
@@ -223,8 +257,17 @@ class OpenAICompatJudge(Judge):
     async def _judge_one(
         self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
     ) -> float:
-        """One chat completion for one candidate; returns its yes-probability."""
-        payload = self._chat_payload(pointwise_prompt(request, candidate), max_tokens=1)
+        """One chat completion for one candidate (a stricter second one when its answer is
+        unreadable); returns its yes-probability or, failing both, its unscored stand-in."""
+        first = await attempt(lambda: self._ask_chat(session, pointwise_prompt(request, candidate)))
+        strict = pointwise_prompt(request, candidate, STRICT_QUESTION)
+        return await self._answers.settle(
+            candidate, request.candidates, first, lambda: self._ask_chat(session, strict)
+        )
+
+    async def _ask_chat(self, session: _LoopSession, prompt: JudgePrompt) -> float:
+        """One chat completion asking one yes/no question; returns P(yes)."""
+        payload = self._chat_payload(prompt, max_tokens=1, stop=POINTWISE_STOP)
         reply = await self._post(session, self._endpoint, payload)
         return self._read(lambda: yes_probability(reply))
 
@@ -239,14 +282,18 @@ class OpenAICompatJudge(Judge):
     async def _judge_group(
         self, session: _LoopSession, request: JudgeRequest, group: Sequence[Candidate]
     ) -> list[float]:
-        """Judge a group in one call; candidates whose line is unreadable are asked alone."""
+        """Judge a group in one call; candidates whose line is unreadable are asked alone, and
+        all of them when a line's number is outside the group (the reply is not trusted)."""
         max_tokens = GROUP_TOKENS_PER_LINE * len(group) + GROUP_SPARE_TOKENS
-        payload = self._chat_payload(grouped_prompt(request, group), max_tokens=max_tokens)
+        payload = self._chat_payload(
+            grouped_prompt(request, group), max_tokens=max_tokens, stop=GROUPED_STOP
+        )
         reply = await self._post(session, self._endpoint, payload)
-        records = self._read(lambda: _token_records(reply))
+        # Never more tokens than asked for, whatever the server sent back.
+        records = self._read(lambda: _token_records(reply))[:max_tokens]
         tokens = [str(record.get("token", "")) for record in records]
         scores: dict[int, float] = {}
-        for number, position in answer_positions(tokens, len(group)).items():
+        for number, position in (answer_positions(tokens, len(group)) or {}).items():
             probability = _line_probability(records[position])
             if probability is not None:
                 scores[number] = probability
@@ -265,17 +312,93 @@ class OpenAICompatJudge(Judge):
             (self._judge_batch(session, [prompts[p] for p in batch]) for batch in batches),
             self._warm_first and len(batches) > 1,
         )
-        scores = [0.0] * len(prompts)
+        firsts: list[float | UnreadableAnswer] = [0.0] * len(prompts)
         for batch, values in zip(batches, batch_scores, strict=True):
             for position, value in zip(batch, values, strict=True):
-                scores[position] = value
-        return scores
+                firsts[position] = value
+        return await gather_or_cancel(
+            self._answers.settle(
+                candidate,
+                request.candidates,
+                first,
+                self._strict_completion(session, request, candidate),
+            )
+            for candidate, first in zip(request.candidates, firsts, strict=True)
+        )
 
-    async def _judge_batch(self, session: _LoopSession, prompts: list[str]) -> list[float]:
-        """One completions request for a batch of rendered prompts."""
-        reply = await self._post(session, self._completions, self._completions_payload(prompts))
-        return self._read(
-            lambda: [record_yes_probability(r) for r in first_token_records(reply, len(prompts))]
+    def _strict_completion(
+        self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
+    ) -> Callable[[], Awaitable[float]]:
+        """The stricter re-ask of one candidate, as one completions prompt (rendered only if
+        it is asked)."""
+
+        async def ask() -> float:
+            prompt = self._render(pointwise_prompt(request, candidate, STRICT_QUESTION))
+            value = (await self._judge_batch(session, [prompt]))[0]
+            if isinstance(value, UnreadableAnswer):
+                raise value
+            return value
+
+        return ask
+
+    async def _judge_batch(
+        self, session: _LoopSession, prompts: list[str]
+    ) -> list[float | UnreadableAnswer]:
+        """The first-token scores of a batch of rendered prompts, an UnreadableAnswer for a
+        prompt whose answer is neither yes nor no."""
+        records = await self._prompt_records(session, prompts)
+        return self._read(lambda: [_record_or_unreadable(record) for record in records])
+
+    async def _prompt_records(
+        self, session: _LoopSession, prompts: list[str]
+    ) -> list[Mapping[str, Any]]:
+        """The prompts' first-token records: in one request while the server takes lists,
+        one prompt per request once it has refused one. The first list is tried once: a
+        refusal with a list status is checked with one prompt alone, a busy server or a
+        timeout gets the usual retries, any other refusal is final."""
+        if len(prompts) == 1 or self._takes_lists:
+            return await self._records_of(session, prompts)
+        if self._takes_lists is False:
+            return await self._one_by_one(session, prompts)
+        try:
+            records = await self._records_of(session, prompts, attempts=1)
+        except RefusedRequest as refusal:
+            if refusal.status not in LIST_REFUSALS and not refusal.transient:
+                raise JudgeError(str(refusal)) from refusal.__cause__
+            if refusal.status not in LIST_REFUSALS:
+                return await self._records_of(session, prompts)
+            first = await self._records_of(session, prompts[:1])
+            self._refuse_lists(refusal, len(prompts))
+            return first + await self._one_by_one(session, prompts[1:])
+        self._takes_lists = True
+        return records
+
+    async def _one_by_one(
+        self, session: _LoopSession, prompts: list[str]
+    ) -> list[Mapping[str, Any]]:
+        """One completions request per prompt, concurrently within the limit."""
+        singles = await gather_or_cancel(self._records_of(session, [p]) for p in prompts)
+        return [record for single in singles for record in single]
+
+    async def _records_of(
+        self, session: _LoopSession, prompts: list[str], attempts: int | None = None
+    ) -> list[Mapping[str, Any]]:
+        """One completions request for the prompts; their first-token records in order."""
+        payload = self._completions_payload(prompts)
+        reply = await self._post(session, self._completions, payload, attempts)
+        return self._read(lambda: first_token_records(reply, len(prompts)))
+
+    def _refuse_lists(self, refusal: RefusedRequest, count: int) -> None:
+        """Remember that the server refuses lists of prompts, and say so once."""
+        if self._takes_lists is False:
+            return
+        self._takes_lists = False
+        logger.warning(
+            self._endpoint.describe(
+                f"the server refused a list of {count} prompts (HTTP {refusal.status}) but "
+                "answers one; sending one prompt per request from now on (the server said: "
+                f"{refusal})"
+            )
         )
 
     def _completion_batches(self, prompts: Sequence[str]) -> list[list[int]]:
@@ -291,21 +414,25 @@ class OpenAICompatJudge(Judge):
                     "raise max_body_bytes or shorten the passages"
                 )
         head = [[0]] if self._warm_first and len(prompts) > 1 else []
-        rest = plan_batches(
-            envelope, sizes[len(head) :], self._max_body_bytes, self._max_batch_size
-        )
+        most = 1 if self._takes_lists is False else self._max_batch_size
+        rest = plan_batches(envelope, sizes[len(head) :], self._max_body_bytes, most)
         return head + [[position + len(head) for position in batch] for batch in rest]
 
     def _render(self, prompt: JudgePrompt) -> str:
         """The prompt as the chat template renders its conversation."""
         return self._chat_template(prompt.messages())
 
-    def _chat_payload(self, prompt: JudgePrompt, *, max_tokens: int) -> dict[str, Any]:
-        """A chat completions request for a prompt, with its cache key when hints are on."""
+    def _chat_payload(
+        self, prompt: JudgePrompt, *, max_tokens: int, stop: list[str]
+    ) -> dict[str, Any]:
+        """A chat completions request for a prompt, its output capped under both names servers
+        read, with its cache key when hints are on."""
         payload: dict[str, Any] = {
             "model": self._model,
-            "messages": prompt.messages(),
+            "messages": prompt.folded_messages() if self._fold_system else prompt.messages(),
             "max_tokens": max_tokens,
+            "max_completion_tokens": max_tokens,
+            "stop": stop,
             "temperature": 0,
             "logprobs": True,
             "top_logprobs": TOP_LOGPROBS,
@@ -320,23 +447,33 @@ class OpenAICompatJudge(Judge):
             "model": self._model,
             "prompt": prompts,
             "max_tokens": 1,
+            "stop": POINTWISE_STOP,
             "temperature": 0,
             "logprobs": TOP_LOGPROBS,
         }
 
     async def _post(
-        self, session: _LoopSession, endpoint: Endpoint, payload: Mapping[str, Any]
+        self,
+        session: _LoopSession,
+        endpoint: Endpoint,
+        payload: Mapping[str, Any],
+        attempts: int | None = None,
     ) -> Any:
-        """Send one request within the concurrency cap and count the reply's tokens."""
-        async with session.slots:
-            reply = await post_json(session.client, endpoint, payload, self._policy, self._limits)
+        """Send one request within the adaptive concurrency limit and count the reply's tokens;
+        with ``attempts`` (a probe) it is tried that often and a failure is a RefusedRequest."""
+        policy = self._policy if attempts is None else replace(self._policy, max_attempts=attempts)
+        send = post_json if attempts is None else send_json
+        reply = await send(session.client, endpoint, payload, policy, self._limits, session.gate)
         self._add_token_usage(reply)
         return reply
 
     def _read(self, parse: Callable[[], _T]) -> _T:
-        """Run a reply parser, naming the server and model in its JudgeError."""
+        """Run a reply parser, naming the server and model in its JudgeError (an unreadable
+        answer passes as it is, for the answer policy)."""
         try:
             return parse()
+        except UnreadableAnswer:
+            raise
         except JudgeError as error:
             raise JudgeError(self._endpoint.describe(f"model {self._model!r}: {error}")) from None
 
@@ -349,7 +486,7 @@ class OpenAICompatJudge(Judge):
                 # Sessions of ended loops (one per asyncio.run, say) can only be dropped.
                 for ended in [other for other in self._sessions if other.is_closed()]:
                     del self._sessions[ended]
-                session = _LoopSession(self._new_client(), asyncio.Semaphore(self._max_concurrency))
+                session = _LoopSession(self._new_client(), AdaptiveLimit(self._max_concurrency))
                 self._sessions[loop] = session
         return session
 
@@ -378,6 +515,7 @@ class OpenAICompatJudge(Judge):
         self.usage.add(
             input_tokens=counts.input_tokens,
             cached_input_tokens=counts.cached_input_tokens,
+            cache_reports=int(counts.cache_reported),
             output_tokens=counts.output_tokens,
             cost_usd=finite_number(usage.get("cost")) or 0.0,
         )
@@ -400,6 +538,14 @@ def _api_transport(transport: object, group_size: int) -> Transport:
 def _groups(candidates: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
     """Consecutive groups of at most ``size`` candidates."""
     return [candidates[start : start + size] for start in range(0, len(candidates), size)]
+
+
+def _record_or_unreadable(record: Mapping[str, Any]) -> float | UnreadableAnswer:
+    """`record_yes_probability`, with an unreadable answer returned rather than raised."""
+    try:
+        return record_yes_probability(record)
+    except UnreadableAnswer as unreadable:
+        return unreadable
 
 
 def _line_probability(record: Mapping[str, Any]) -> float | None:
@@ -492,9 +638,11 @@ def _sampled_answer(first: Mapping[str, Any]) -> float:
         return 1.0
     if answer == "no":
         return 0.0
-    raise JudgeError(
-        f"the model answered {token!r} and neither yes nor no is among its top "
-        f"{TOP_LOGPROBS} tokens; use an instruction-following model and disable thinking"
+    shown = str(token)[:80]
+    raise UnreadableAnswer(
+        f"the model answered {shown!r} and neither yes nor no is among its top "
+        f"{TOP_LOGPROBS} tokens; use an instruction-following model and disable thinking",
+        shown,
     )
 
 

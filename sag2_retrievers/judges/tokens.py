@@ -10,11 +10,14 @@ ANTHROPIC_CACHE_FIELDS = ("cache_read_input_tokens", "cache_creation_input_token
 
 @dataclass(frozen=True)
 class TokenCounts:
-    """A reply's prompt tokens (all of them), the part served from cache, and output tokens."""
+    """A reply's prompt tokens (all of them), the part served from cache, and output tokens;
+    ``cache_reported`` is False when the reply says nothing about cached tokens (many local
+    servers), which is "not reported", not "nothing cached"."""
 
     input_tokens: int = 0
     cached_input_tokens: int = 0
     output_tokens: int = 0
+    cache_reported: bool = False
 
 
 def read_token_counts(usage: object) -> TokenCounts:
@@ -26,18 +29,21 @@ def read_token_counts(usage: object) -> TokenCounts:
     the whole prompt), ``input_token_details.cache_read``. Missing or malformed counts are 0.
     """
     if field_of(usage, "prompt_tokens") is not None:
+        cached = field_of(field_of(usage, "prompt_tokens_details"), "cached_tokens")
         return TokenCounts(
             token_count(field_of(usage, "prompt_tokens")),
-            token_count(field_of(field_of(usage, "prompt_tokens_details"), "cached_tokens")),
+            token_count(cached),
             token_count(field_of(usage, "completion_tokens")),
+            cached is not None,
         )
-    cache_read = token_count(field_of(usage, "cache_read_input_tokens"))
+    cached = field_of(usage, "cache_read_input_tokens")
     prompt = token_count(field_of(usage, "input_tokens"))
     if any(field_of(usage, name) is not None for name in ANTHROPIC_CACHE_FIELDS):
-        prompt += cache_read + token_count(field_of(usage, "cache_creation_input_tokens"))
+        prompt += token_count(cached) + token_count(field_of(usage, "cache_creation_input_tokens"))
     else:
-        cache_read = token_count(field_of(field_of(usage, "input_token_details"), "cache_read"))
-    return TokenCounts(prompt, cache_read, token_count(field_of(usage, "output_tokens")))
+        cached = field_of(field_of(usage, "input_token_details"), "cache_read")
+    output = token_count(field_of(usage, "output_tokens"))
+    return TokenCounts(prompt, token_count(cached), output, cached is not None)
 
 
 def field_of(source: object, name: str) -> object:

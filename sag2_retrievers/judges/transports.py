@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidInputError, JudgeError
@@ -64,7 +65,62 @@ LLAMA3 = ChatTemplate(
     "<|start_header_id|>assistant<|end_header_id|>\n\n",
 )
 
+# Gemma 2 and 3 have no system turn: the instruction opens the user turn, as their template does.
+GEMMA = ChatTemplate(
+    "gemma",
+    "<start_of_turn>user\n{content}\n\n",
+    "{content}<end_of_turn>\n",
+    "<start_of_turn>model\n",
+)
+# Mistral instruct (v0.3 and later): the instruction inside the one [INST] block, before the
+# user's text; the server adds <s> itself.
+MISTRAL = ChatTemplate("mistral", "[INST] {content}\n\n", "{content}[/INST]", "")
+TEMPLATES = {template.name: template for template in (CHATML, GEMMA, LLAMA3, MISTRAL)}
+
 RenderChat = Callable[[ChatMessages], str]
+
+
+def chat_template(name_or_path: str) -> RenderChat:
+    """A named template (chatml, gemma, llama3, mistral) or a Jinja chat template file, such
+    as a model's ``chat_template.jinja`` (rendered with ``add_generation_prompt``)."""
+    if name_or_path in TEMPLATES:
+        return TEMPLATES[name_or_path]
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise InvalidInputError(
+            f"chat template {name_or_path!r} is neither one of {', '.join(TEMPLATES)} nor a "
+            "Jinja template file"
+        )
+    return JinjaTemplate(path.read_text(encoding="utf-8"), f"jinja:{path.name}")
+
+
+class JinjaTemplate:
+    """A Hugging Face style Jinja chat template (a model's file, or the one a server reports),
+    rendered in a sandbox; ``name`` is how judge identities show it."""
+
+    def __init__(self, source: str, name: str) -> None:
+        try:
+            from jinja2.sandbox import ImmutableSandboxedEnvironment
+        except ImportError:
+            raise InvalidInputError(
+                "a Jinja chat template needs jinja2: pip install jinja2, or choose a named "
+                f"template ({', '.join(TEMPLATES)})"
+            ) from None
+        environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+        environment.globals["raise_exception"] = _template_error
+        self.__qualname__ = name
+        self._template = environment.from_string(source)
+
+    def __call__(self, messages: ChatMessages) -> str:
+        """The rendered prompt up to the answer; BOS is left to the server's tokenizer."""
+        return self._template.render(
+            messages=messages, add_generation_prompt=True, bos_token="", eos_token=""
+        )
+
+
+def _template_error(message: str) -> None:
+    """``raise_exception`` as chat templates call it: the template refuses the conversation."""
+    raise InvalidInputError(f"the chat template refused the conversation: {message}")
 
 
 def template_name(template: RenderChat) -> str:

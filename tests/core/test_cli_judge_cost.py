@@ -172,3 +172,42 @@ def test_estimate_needs_a_judged_method(
         "--estimate", "--quiet",
     ]  # fmt: skip
     assert main(argv) == 2
+
+
+def test_judge_server_options_reach_the_openai_judge(run: Run) -> None:
+    """Template, concurrency, timeout and deadline are accepted; the report says what the
+    server reported about cached tokens."""
+    argv = ["--judge-transport", "completions", "--judge-template", "gemma"]
+    argv += ["--judge-concurrency", "1", "--judge-timeout", "30", "--deadline", "60"]
+    assert run(*argv) == 0
+    report = run.read_report()
+    assert report["cached_input_tokens_reported"] is True
+    assert report["unscored_candidates"] == 0
+
+
+def test_judge_template_needs_the_completions_transport(
+    tmp_path: Path,
+    questions_file: Path,
+    server: tuple[str, list[str]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The chat transport leaves the template to the server, so naming one is an error."""
+    argv = [
+        "eval", str(questions_file), "--db", str(tmp_path / "pooled.db"), "--method", "sag2",
+        "--judge", "openai", "--base-url", server[0], "--model", "m",
+        "--judge-template", "gemma", "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 1
+    assert "--judge-transport completions" in capsys.readouterr().err
+
+
+def test_judge_server_options_are_refused_for_other_judges(
+    tmp_path: Path, questions_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--judge-timeout is an option of the openai judge only."""
+    argv = [
+        "eval", str(questions_file), "--db", str(tmp_path / "pooled.db"), "--method", "sag2",
+        "--judge", "fake", "--judge-timeout", "5", "--quiet",
+    ]  # fmt: skip
+    assert main(argv) == 1
+    assert "apply to the openai judge" in capsys.readouterr().err

@@ -355,10 +355,18 @@ def test_grouped_lines_are_found_by_number() -> None:
     assert {n: tokens[p] for n, p in positions.items()} == {1: "yes", 2: "no", 3: "yes"}
 
 
-def test_missing_repeated_and_extra_lines_are_left_unread() -> None:
-    """Line 2 missing, line 3 repeated, line 9 and prose beyond the group ignored."""
-    tokens = tokens_of("Here you go\n1: yes\n3: no\n3: yes\n9: yes\n4: maybe")
-    assert set(answer_positions(tokens, 4)) == {1}
+def test_missing_repeated_and_unanswered_lines_are_left_unread() -> None:
+    """Line 2 missing, line 3 repeated, line 4 not yes or no, and prose ignored."""
+    tokens = tokens_of("Here you go\n1: yes\n3: no\n3: yes\n4: maybe")
+    assert set(answer_positions(tokens, 4) or {}) == {1}
+
+
+@pytest.mark.parametrize(
+    "reply", ["0: yes\n1: no\n2: yes\n3: no", "1: yes\n2: no\n3: yes\n4: no\n5: yes"]
+)
+def test_a_line_numbered_outside_the_group_makes_the_whole_reply_untrusted(reply: str) -> None:
+    """A reply numbered from 0, or past the group, is shifted: none of its lines is read."""
+    assert answer_positions(tokens_of(reply), 4) is None
 
 
 class GroupedServer(FakeServer):

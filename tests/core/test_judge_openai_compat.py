@@ -121,7 +121,7 @@ async def test_messages_carry_instruction_and_quoted_data() -> None:
     assert user["role"] == "user"
     content = user["content"]
     assert 'Question: "Who wrote it?"' in content
-    assert '[1] Title: "Author" (previous score 0.88)' in content
+    assert '[C1] Title: "Author" (previous score 0.88)' in content
     assert 'Text: "She wrote the Book."' in content
     assert "Note: Reassess earlier judgments." in content
     assert 'Title: "The \\"Book\\""' in content
@@ -165,10 +165,12 @@ async def test_sampled_token_decides_when_no_alternative_is_yes_or_no(
     assert await judge.score(one_candidate()) == [expected]
 
 
-async def test_answer_that_is_neither_yes_nor_no_is_an_error() -> None:
-    judge = make_judge(answering(completion([("<think>", -0.01)], token="<think>"), []))
-    with pytest.raises(JudgeError, match="neither yes nor no"):
-        await judge.score(one_candidate())
+async def test_answer_that_is_neither_yes_nor_no_is_asked_again_then_left_unscored() -> None:
+    calls: list[httpx.Request] = []
+    judge = make_judge(answering(completion([("<think>", -0.01)], token="<think>"), calls))
+    assert await judge.score(one_candidate()) == [0.0]
+    assert len(calls) == 2
+    assert judge.usage.degraded == 1
 
 
 async def test_reply_without_logprobs_explains_which_servers_work() -> None:

@@ -381,6 +381,8 @@ async def test_hostile_passages_stay_quoted_strings_in_chat_requests(
             "model",
             "messages",
             "max_tokens",
+            "max_completion_tokens",
+            "stop",
             "temperature",
             "logprobs",
             "top_logprobs",

@@ -24,6 +24,11 @@ from sag2_retrievers.judges.prompts import JudgePrompt
 from sag2_retrievers.judges.tokens import read_token_counts
 
 TOP_LOGPROBS = 20
+# Output caps for a model on this machine: a yes/no or 0-4 answer, ended at a line break.
+# ChatOpenAI sends only max_completion_tokens, which llama.cpp-style servers ignore, so
+# max_tokens also goes in the body.
+ANSWER_TOKENS = 4
+ANSWER_STOP = ["\n"]
 MESSAGE_TYPES = {"system": SystemMessage, "user": HumanMessage}
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -38,8 +43,14 @@ class LangChainJudge(ChatModelJudge):
     judges send. When the model declares a ``logprobs`` field (``ChatOpenAI`` and other
     OpenAI-compatible clients do) the judge binds ``logprobs=True, top_logprobs=20`` and scores
     P(yes) normalised against P(no) from ``response_metadata["logprobs"]``; otherwise, or when
-    neither word is among the alternatives, the reply must be the one word yes or no, a coarser
-    1.0 / 0.0 score. ``logprobs=False`` never asks for them, ``True`` always does. Inside a
+    neither word is among the alternatives, it is asked for a 0-4 grade (``graded``, see
+    `ChatModelJudge`); with ``graded=False`` a one-word yes or no scores 1.0 / 0.0. An
+    unreadable answer is asked once more, then the candidate is left unscored (previous score
+    or BM25 prior) and counted in ``usage.degraded``. A model on this machine that declares
+    ``stop`` and ``extra_body`` fields (ChatOpenAI) is bound to stop at a line break and to
+    ``max_tokens`` in the request body (the model's own, else 4), which local servers honour
+    where they ignore ``max_completion_tokens``; hosted models are left
+    to their own limits. ``logprobs=False`` never asks for them, ``True`` always does. Inside a
     `SAG2Retriever` run, the model calls appear as child runs of the retrieval. The judge
     counts as on this machine only when the model's endpoint (``base_url``,
     ``openai_api_base``, ...) is a loopback address. A ``ChatAnthropic`` model receives the
@@ -65,8 +76,8 @@ class LangChainJudge(ChatModelJudge):
                 f"got {type(chat_model).__name__}"
             )
         self.chat_model = chat_model
-        self._runnable = _with_logprobs(chat_model, logprobs)
         self.sends_data_off_machine = not runs_on_this_machine(chat_model)
+        self._runnable = _bound(chat_model, logprobs, capped=not self.sends_data_off_machine)
 
     def __repr__(self) -> str:
         model_class = type(self.chat_model).__name__
@@ -138,17 +149,23 @@ def judge_callbacks(callbacks: Callbacks) -> Iterator[None]:
         _RUN_CALLBACKS.reset(token)
 
 
-def _with_logprobs(
-    chat_model: BaseChatModel, logprobs: bool | None
+def _bound(
+    chat_model: BaseChatModel, logprobs: bool | None, *, capped: bool
 ) -> Runnable[list[BaseMessage], BaseMessage]:
-    """The model, bound to return top log-probabilities when it supports (or is told to)."""
+    """The model, bound to return top log-probabilities when it supports (or is told to),
+    and, when ``capped``, to the output caps a local server honours."""
     fields = type(chat_model).model_fields
-    if logprobs is False or (logprobs is None and "logprobs" not in fields):
-        return chat_model
-    options: dict[str, Any] = {"logprobs": True}
-    if logprobs or "top_logprobs" in fields:
-        options["top_logprobs"] = TOP_LOGPROBS
-    return chat_model.bind(**options)
+    options: dict[str, Any] = {}
+    if logprobs or (logprobs is None and "logprobs" in fields):
+        options["logprobs"] = True
+        if logprobs or "top_logprobs" in fields:
+            options["top_logprobs"] = TOP_LOGPROBS
+    if capped and "stop" in fields:
+        options["stop"] = ANSWER_STOP
+    if capped and "extra_body" in fields and getattr(chat_model, "extra_body", None) is None:
+        cap = getattr(chat_model, "max_tokens", None)
+        options["extra_body"] = {"max_tokens": cap if isinstance(cap, int) else ANSWER_TOKENS}
+    return chat_model.bind(**options) if options else chat_model
 
 
 def _first_token_alternatives(logprobs: object) -> tuple[tuple[str, float], ...] | None:

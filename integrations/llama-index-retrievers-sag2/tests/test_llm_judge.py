@@ -157,11 +157,19 @@ def test_logprobs_without_yes_or_no_fall_back_to_the_answer_text() -> None:
     assert asyncio.run(LlamaIndexLLMJudge(llm, graded=False).score(request(EVIDENCE))) == [0.0]
 
 
-def test_mock_llm_echo_is_an_unparseable_reply() -> None:
-    """MockLLM echoes the prompt, which is no yes/no answer: a JudgeError naming the judge."""
+def test_one_unreadable_echo_leaves_the_candidate_unscored() -> None:
+    """MockLLM echoes the prompt, no yes/no answer: asked again, then left unscored (no
+    previous score, no BM25 score: 0.0) and counted as degraded, without an error."""
     judge = LlamaIndexLLMJudge(MockLLM(), graded=False)
-    with pytest.raises(JudgeError, match=r"llama-index:MockLLM.*not yes or no"):
-        asyncio.run(judge.score(request(EVIDENCE)))
+    assert asyncio.run(judge.score(request(EVIDENCE))) == [0.0]
+    assert judge.usage.snapshot().degraded == 1
+
+
+def test_echoes_every_time_stop_the_judge_with_the_likely_cause() -> None:
+    """Answers unreadable systematically are a JudgeError naming the judge and the cause."""
+    judge = LlamaIndexLLMJudge(MockLLM(), graded=False, max_concurrency=1)
+    with pytest.raises(JudgeError, match=r"llama-index:MockLLM.*likely cause"):
+        asyncio.run(judge.score(request(EVIDENCE, "a", "b", "c")))
 
 
 def test_counts_calls_and_reported_tokens() -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import httpx
 import pytest
 from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
@@ -116,11 +118,20 @@ def test_generic_fake_chat_model_one_word_answers() -> None:
     assert asyncio.run(judge.score(request(EVIDENCE, "Paris is a city."))) == [1.0, 0.0]
 
 
-def test_an_unparseable_reply_is_a_judge_error() -> None:
-    """A sentence instead of yes or no raises JudgeError quoting the reply."""
-    model = GenericFakeChatModel(messages=iter([AIMessage("It depends on the context")]))
-    with pytest.raises(JudgeError, match="It depends on the context"):
-        asyncio.run(LangChainJudge(model, graded=False).score(request(EVIDENCE)))
+def test_an_unparseable_reply_is_asked_again_then_left_unscored() -> None:
+    """A sentence instead of yes or no, twice: the candidate is left unscored and counted."""
+    replies = iter([AIMessage("It depends on the context"), AIMessage("It depends.")])
+    judge = LangChainJudge(GenericFakeChatModel(messages=replies), graded=False)
+    assert asyncio.run(judge.score(request(EVIDENCE))) == [0.0]
+    assert judge.usage.snapshot().degraded == 1
+
+
+def test_systematically_unparseable_replies_are_a_judge_error_quoting_them() -> None:
+    """Every reply a sentence: a JudgeError quoting the replies and the likely cause."""
+    replies = iter([AIMessage("It depends on the context")] * 8)
+    judge = LangChainJudge(GenericFakeChatModel(messages=replies), graded=False, max_concurrency=1)
+    with pytest.raises(JudgeError, match=r"It depends on the context.*likely cause"):
+        asyncio.run(judge.score(request(EVIDENCE, "a", "b")))
 
 
 def test_counts_calls_and_reported_tokens() -> None:
@@ -244,3 +255,44 @@ def test_judge_calls_are_child_runs_of_the_retrieval(
             retriever.invoke(QUESTION, config=config)
     assert len(recorder.chat_parents) == len(model.calls) > 0
     assert set(recorder.chat_parents) == set(recorder.retriever_runs)
+
+
+def test_a_local_chat_openai_is_capped_in_a_way_llama_cpp_servers_honour() -> None:
+    """ChatOpenAI(max_tokens=1) sends only max_completion_tokens; the judge adds max_tokens
+    to the body and a line-break stop, so a server ignoring the first name stops anyway."""
+    from langchain_openai import ChatOpenAI
+
+    bodies: list[dict[str, Any]] = []
+
+    def reply(http_request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(http_request.content))
+        top = [{"token": "Yes", "logprob": -0.1, "bytes": None}]
+        record = {"token": "Yes", "logprob": -0.1, "bytes": None, "top_logprobs": top}
+        choice = {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "Yes"},
+            "logprobs": {"content": [record]},
+        }
+        return httpx.Response(
+            200,
+            json={
+                "id": "1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": "g",
+                "choices": [choice],
+            },
+        )
+
+    model = ChatOpenAI(
+        model="g",
+        base_url="http://127.0.0.1:8080/v1",
+        api_key="none",
+        max_tokens=1,
+        http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(reply)),
+    )
+    assert asyncio.run(LangChainJudge(model).score(request(EVIDENCE))) == [1.0]
+    assert bodies[0]["max_completion_tokens"] == 1
+    assert bodies[0]["max_tokens"] == 1
+    assert bodies[0]["stop"] == ["\n"]

@@ -35,8 +35,10 @@ class LlamaIndexLLMJudge(ChatModelJudge):
 
     The messages are the same evidence instruction, question, context and candidate the other
     judges send. When the reply carries ``ChatResponse.logprobs`` with "yes" or "no" among the
-    first token's alternatives the score is P(yes) normalised against P(no); otherwise the
-    reply must be the one word yes or no, a coarser 1.0 / 0.0 score. Ask the model for
+    first token's alternatives the score is P(yes) normalised against P(no); a model that
+    returns none is asked for a 0-4 grade (``graded``; with ``graded=False`` a one-word yes or
+    no scores 1.0 / 0.0). An unreadable answer is asked once more, then the candidate keeps
+    its previous score or a BM25 prior and ``usage.degraded`` counts it. Ask the model for
     log-probabilities where it supports them, e.g. ``OpenAILike(..., logprobs=True,
     top_logprobs=20)``; ``chat_kwargs`` are passed to every ``achat`` call. Because the judge
     calls the LLM's own methods, its calls show up as LLM events and spans in LlamaIndex
