@@ -21,19 +21,14 @@ from datetime import date
 from pathlib import Path
 
 from _common import KAG_QUESTIONS, git_revision, machine
+from doc_folder import engine_seconds
 from engine_local_time import build
 
 from sag2_retrievers import SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_questions
 from sag2_retrievers.judges.factory import make_judge
-from sag2_retrievers.results import RetrievalResult
 
 JUDGES = ("local", "fake")
-
-
-def engine_seconds(result: RetrievalResult) -> float:
-    """Local plus judge seconds over the retrieval's rounds."""
-    return sum(r.local_seconds + r.judge_seconds for r in result.trace)
 
 
 def questions_from(path: Path | None) -> list[str]:

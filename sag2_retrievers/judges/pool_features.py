@@ -22,6 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -97,12 +98,12 @@ class _Shared:
     specificity: Vector  # per passage: its title's rarest term's idf over the request's top
     name_weight: dict[str, float]  # per name phrase beyond the question's: idf over the top
 
-    @property
+    @cached_property
     def held(self) -> Matrix:
         """Candidates x question terms, 0/1."""
         return self.q_held[self.candidates]
 
-    @property
+    @cached_property
     def coverage(self) -> Vector:
         """Per candidate: the idf share of the question it holds."""
         return np.asarray(self.held @ self.q_weight, dtype=np.float64)
