@@ -2,8 +2,9 @@
 
 The pool judge's model is trained with LightGBM (``benchmarks/fit_pool_judge.py``) but runs
 without it: the trees are flattened into arrays once, and a batch of feature rows walks all
-trees level by level at once. `TreeEnsemble.raw_scores` equals LightGBM's ``raw_score``
-prediction for finite inputs (tested against the library on random rows).
+trees level by level at once, each (row, tree) pair leaving the walk at its leaf.
+`TreeEnsemble.raw_scores` equals LightGBM's ``raw_score`` prediction for finite inputs
+(tested against the library on random rows).
 """
 
 from __future__ import annotations
@@ -42,16 +43,18 @@ class TreeEnsemble:
         if x.ndim != 2 or not np.isfinite(x).all():
             raise ValueError("tree features must be a 2-D array of finite numbers")
         roots, feature, threshold, left, right, value = self._flat
-        node = np.tile(roots, (len(x), 1))
+        node = np.tile(roots, len(x))  # one entry per (row, tree) pair
+        cell_start = np.repeat(np.arange(len(x)) * x.shape[1], len(roots))
         cells = x.ravel()
-        row_start = (np.arange(len(x)) * x.shape[1])[:, None]
+        walking = np.flatnonzero(feature[node] >= 0)
         for _ in range(self.depth):
-            split = feature[node]
-            if (split < 0).all():
-                break  # every row has reached a leaf of every tree
-            goes_left = cells[row_start + np.maximum(split, 0)] <= threshold[node]
-            node = np.where(goes_left, left[node], right[node])
-        return np.asarray(value[node].sum(axis=1), dtype=np.float64)
+            if not walking.size:
+                break  # every pair has reached a leaf
+            at = node[walking]
+            goes_left = cells[cell_start[walking] + feature[at]] <= threshold[at]
+            node[walking] = np.where(goes_left, left[at], right[at])
+            walking = walking[feature[node[walking]] >= 0]  # pairs at a leaf stop walking
+        return np.asarray(value[node].reshape(len(x), len(roots)).sum(axis=1), dtype=np.float64)
 
     @cached_property
     def _flat(self) -> tuple[IntArray, IntArray, Vector, IntArray, IntArray, Vector]:
