@@ -23,12 +23,12 @@ from pathlib import Path
 from _common import KAG_QUESTIONS, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
 
 from sag2_retrievers import Document, IndexSettings, SQLiteIndex
+from sag2_retrievers.analysis import PROFILES, Profile
 from sag2_retrievers.eval import EvalQuestion, Passage, load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.eval.runner import EvalOptions, EvalRun, compare_reports, evaluate
 from sag2_retrievers.judges.base import Candidate, Judge
 from sag2_retrievers.judges.factory import make_judge
-from sag2_retrievers.text import PROFILES, Profile
 
 RUNS = Path("runs") / "analyzer_profiles"
 DELTAS = ("R@10", "AE@10")

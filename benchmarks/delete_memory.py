@@ -41,7 +41,7 @@ with SQLiteIndex(path) as index:
 _DELETE = """
 import json, resource, sqlite3, sys, threading, time
 from sag2_retrievers import SQLiteIndex
-from sag2_retrievers.text import tokenize
+from sag2_retrievers.analysis import tokenize
 
 def rss_mb():
     for line in open("/proc/self/status"):

@@ -17,9 +17,9 @@ from pathlib import Path
 from _common import git_revision, machine
 
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
+from sag2_retrievers.analysis import tokenize
 from sag2_retrievers.judges import OverlapJudge
 from sag2_retrievers.query import MAX_QUESTION_CHARS
-from sag2_retrievers.text import tokenize
 
 SIZES = (350_000, 700_000)  # characters; 700,000 Han characters are 2.1 MB of UTF-8
 

@@ -38,11 +38,11 @@ from _common import KAG_QUESTIONS, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, 
 from _overlap_crc_judge import overlap_crc_score
 
 from sag2_retrievers import Document, IndexSettings, SAG2Engine, SQLiteIndex
+from sag2_retrievers.analysis import PROFILES, Profile, distinct_tokens
 from sag2_retrievers.eval import EvalQuestion, Passage, load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.judges.base import Judge, JudgeRequest
 from sag2_retrievers.query import query_terms
-from sag2_retrievers.text import PROFILES, Profile, distinct_tokens
 
 CHILD = Path(__file__).with_name("_port_child.py")
 INSTALL_HINT = (

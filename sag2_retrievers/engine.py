@@ -13,13 +13,18 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from .backends.base import Filters, LexicalBackend
+from .analysis import Profile, question_words
+from .analysis.paper.analyzer import sentence_words
+from .analysis.paper.diversity import diversity_words, paper_dpp_order, word_vectors
+from .analysis.paper.terms import PhraseTermIndex
+from .analysis.sag2.diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
+from .backends.base import LexicalBackend
 from .config import SAG2Config
-from .diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 from .documents import Unit
 from .errors import JudgeError, RemoteJudgeRefusedError
-from .expansion import ExpansionTerm, Seed, TermIndex, expansion_candidates, select_terms
-from .filters import parse_filters
+from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
+from .filters import Filters, parse_filters
+from .index_reads import TermIndex
 from .judges.base import (
     ALLOW_REMOTE_ENV,
     Candidate,
@@ -30,12 +35,8 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
-from .paper_analyzer import sentence_words
-from .paper_diversity import diversity_words, paper_dpp_order, word_vectors
-from .paper_terms import PhraseTermIndex
 from .query import analysed_question, check_limit, check_question, query_terms
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
-from .text import Profile, question_words
 
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
@@ -428,7 +429,7 @@ class SAG2Engine:
         """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order.
 
         "sag2" vectors use the stored analyzer tokens with unit-level df over the index;
-        "paper" ones follow the port (`paper_diversity`).
+        "paper" ones follow the port (`analysis/paper/diversity.py`).
         """
         top = ranking[: self.config.diversity_top]
         if len(top) <= 2:

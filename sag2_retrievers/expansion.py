@@ -5,41 +5,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from .backends.base import Filters
-
-
-class TermIndex(Protocol):
-    """The index reads term selection and expansion make (a `LexicalBackend` has them all;
-    the "paper" profile passes a `paper_terms.PhraseTermIndex`)."""
-
-    def unit_count(self) -> int:
-        """The number of units."""
-        ...
-
-    def document_frequencies(self, terms: Iterable[str]) -> dict[str, int]:
-        """Body-level df per term."""
-        ...
-
-    def expand(
-        self,
-        required_terms: Sequence[str],
-        scoring_terms: Sequence[str],
-        exclude: Collection[int],
-        limit: int,
-        *,
-        filters: Filters | None = None,
-    ) -> dict[str, list[int]]:
-        """Per required term, its top unseen units under the scoring terms."""
-        ...
-
-    def title_phrases(self, phrases: Collection[str]) -> set[str]:
-        """The given phrases that are multiword corpus titles."""
-        ...
-
+from .filters import Filters
+from .index_reads import TermIndex
 
 PHRASE_BATCH = 8  # phrases whose df is counted per round trip in `select_terms`
 

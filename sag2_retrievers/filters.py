@@ -101,6 +101,9 @@ class AnyOf:
 
 
 FilterExpr: TypeAlias = Condition | AllOf | AnyOf
+# The one alias for metadata filters in every read: a flat or Chroma/PGVector-style mapping,
+# or a parsed expression; each backend compiles it itself (its `filters.py`).
+Filters: TypeAlias = Mapping[str, Any] | FilterExpr
 
 
 def flat_key(name: str) -> str:

@@ -1,22 +1,57 @@
 """A question checked, cut, analysed into query terms and repaired by title aliases (§4.2).
 
 Backend-neutral: every lexical backend answers the same questions with these functions, so
-the query terms, and with them the rankings, are the same on each.
+the query terms, and with them the rankings, are the same on each; `QuestionIndex` names the
+reads they make, so this module needs no backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol
 
-from . import paper_analyzer
-from .backends.base import Filters, LexicalBackend, SearchHit
+from .analysis import Profile, distinct_tokens, fold_accents, tokenize
+from .analysis.paper import analyzer as paper_analyzer
+from .analysis.paper.analyzer import match_phrase, paper_words
+from .documents import Unit
 from .errors import InvalidInputError
-from .paper_analyzer import match_phrase, paper_words
-from .text import Profile, distinct_tokens, fold_accents, tokenize
+from .filters import Filters
+from .index_reads import SearchHit
+from .settings import IndexSettings
 
 MAX_QUESTION_CHARS = 100_000
 ANALYSED_QUESTION_CHARS = 4_000
 MAX_COUNT = 2**63 - 1  # SQLite binds integers as signed 64-bit
+
+
+class QuestionIndex(Protocol):
+    """The reads a question's analysis and search make (every `LexicalBackend` has them)."""
+
+    # The settings the stored units were analysed with (the analyzer profile among them).
+    settings: IndexSettings
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Reads inside the block see one consistent state."""
+        ...
+
+    def rank_expression(
+        self, terms: Sequence[str], limit: int, *, filters: Filters | None = None
+    ) -> list[tuple[int, float]]:
+        """Top ``limit`` (unit id, BM25 of the OR of the distinct terms), best first."""
+        ...
+
+    def units(self, unit_ids: Iterable[int]) -> dict[int, Unit]:
+        """The units with these ids (missing ids are absent)."""
+        ...
+
+    def title_aliases(self, folded: Collection[str]) -> dict[str, str]:
+        """For each accent-folded title key that is one title's alias, that title's phrase."""
+        ...
+
+    def document_frequencies_any(self, terms: Iterable[str]) -> dict[str, int]:
+        """Units matching each token or phrase in any field."""
+        ...
 
 
 def check_question(question: object) -> None:
@@ -57,7 +92,7 @@ def check_limit(limit: object, name: str = "limit") -> None:
 
 
 def search_hits(
-    backend: LexicalBackend,
+    backend: QuestionIndex,
     question: str,
     limit: int,
     *,
@@ -89,10 +124,10 @@ def alias_key(term: str, profile: Profile = "sag2") -> str:
     return " ".join(tokenize(fold_accents(term), profile=profile))
 
 
-def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list[str]:
+def query_terms(backend: QuestionIndex, question: str, max_tokens: int) -> list[str]:
     """The first distinct tokens of a checked question's analysed part, repaired by title
     aliases when unmatched: single tokens ("sag2"), or any span that is a title's alias
-    ("paper", whose terms are the words' phrases, `paper_analyzer.match_phrase`)."""
+    ("paper", whose terms are the words' phrases, `analysis.paper.analyzer.match_phrase`)."""
     profile = backend.settings.analyzer_profile
     text = analysed_question(question)
     if profile == "paper":
@@ -102,7 +137,7 @@ def query_terms(backend: LexicalBackend, question: str, max_tokens: int) -> list
     return list(dict.fromkeys(repair_terms(backend, tokens)))
 
 
-def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
+def repair_terms(backend: QuestionIndex, terms: Sequence[str]) -> list[str]:
     """Replace each term that matches nothing by the title it is an accent alias of (§3.2)."""
     profile = backend.settings.analyzer_profile
     keys = {term: alias_key(term, profile) for term in terms}
@@ -120,7 +155,7 @@ def repair_terms(backend: LexicalBackend, terms: Sequence[str]) -> list[str]:
     ]
 
 
-def repair_alias_spans(backend: LexicalBackend, question: str) -> list[str]:
+def repair_alias_spans(backend: QuestionIndex, question: str) -> list[str]:
     """The question's words after the port's repair: scanning left to right, the longest
     span that is a title's alias (casefolded) and whose words match nothing becomes that
     title's words when the title matches ("Jose Cancela" -> those of "José Cancela")."""

@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-from .backends.bm25 import BM25_WEIGHTS
+from .analysis import ANALYZER_VERSIONS, DEFAULT_PROFILE, FTS_TOKENIZERS, PROFILES, STOPWORDS
+from .bm25 import BM25_WEIGHTS
 from .errors import IndexSettingsMismatchError, InvalidInputError
-from .text import ANALYZER_VERSIONS, DEFAULT_PROFILE, FTS_TOKENIZERS, PROFILES, STOPWORDS
 
 SCHEMA_VERSION = "3"  # 3: postings segments, contentless FTS5, no stored expansion
 # How units get their heading field (markdown.py); files built before it have empty headings.
@@ -43,7 +43,7 @@ class IndexSettings:
     """
 
     chunk_chars: int = setting(2200, int, low=20, high=10_000_000)
-    # "sag2": the project's analyzer; "paper": the reference reading of the paper (text.py).
+    # "sag2": the project's analyzer; "paper": the reference reading of the paper (analysis/).
     # Files from before this setting were all built with the "sag2" rules.
     analyzer_profile: Literal["sag2", "paper"] = setting(
         DEFAULT_PROFILE, str, choices=PROFILES, legacy=DEFAULT_PROFILE

@@ -1,6 +1,6 @@
 """LexicalBackend: what the SAG2 engine asks of a lexical index, with no SQL in the contract.
 
-A backend stores analysed units (tokens are final when they arrive, ``text.final_tokens``)
+A backend stores analysed units (tokens are final when they arrive, ``analysis.final_tokens``)
 and answers bounded questions about them: top-k BM25 of an OR of terms, per-term expansion
 candidates, document frequencies, and lookups by id. No method returns every match of a query
 or every id of a filter, so a server backend (PostgreSQL, issue 14) can implement it with
@@ -16,31 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..analysis import Profile, analyze_body
 from ..documents import Document, Unit
-from ..filters import FilterExpr
+from ..filters import Filters as Filters
+from ..index_reads import SearchHit as SearchHit
 from ..settings import IndexSettings
-from ..text import Profile, analyze_body
 from .ingest import PreparedBatch, UnitStatistics
-
-# The one alias for metadata filters in the protocol: a flat or Chroma/PGVector-style mapping,
-# or a parsed expression (`filters.py`); each backend compiles it itself (its `filters.py`).
-Filters = Mapping[str, Any] | FilterExpr
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    """A BM25 match: the unit, its source document, and a positive score (higher is better)."""
-
-    unit_id: int
-    doc_id: str
-    title: str
-    text: str
-    score: float
-    char_start: int
-    char_end: int
 
 
 @runtime_checkable
@@ -132,7 +115,7 @@ class LexicalBackend(Protocol):
 
     def word_document_frequencies(self, words: Collection[str]) -> tuple[int, dict[str, int]]:
         """The number of documents, and how many documents' texts hold each given word
-        (`paper_diversity.diversity_words`): the "paper" profile's diversity idf."""
+        (`analysis.paper.diversity.diversity_words`): the "paper" profile's diversity idf."""
         ...
 
 

@@ -14,11 +14,11 @@ from concurrent.futures import TimeoutError as WaitTimeout  # not the builtin be
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..analysis import Profile, body_tokens, tokenize
 from ..documents import Document, chunk_spans, validated_batch
 from ..errors import IngestError
 from ..markdown import find_headings, unit_heading
 from ..settings import IndexSettings
-from ..text import Profile, body_tokens, tokenize
 
 PARALLEL_MIN_CHARS = 400_000
 PARENT_CHECK_SECONDS = 1.0

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .bm25 import K1, B, idf
+from ..bm25 import K1, B, idf
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]

@@ -18,7 +18,7 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from ..text import STOPWORDS, name_runs, tokenize
+from ..analysis import STOPWORDS, name_runs, tokenize
 from .base import JudgeRequest
 
 Matrix = npt.NDArray[np.float64]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 
-from ..text import tokenize
+from ..analysis import tokenize
 from .base import Candidate, Judge, JudgeRequest
 
 ScoreFunction = Callable[[JudgeRequest, Candidate], float | Awaitable[float]]

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..query import analysed_question
-from ..text import STOPWORDS, name_runs, tokenize
+from ..analysis import STOPWORDS, name_runs, tokenize
 
 CACHE_BYTES = 64 * 1024 * 1024  # analyses kept across requests (about 40,000 short passages)
 MAX_VOCABULARY = 400_000  # distinct tokens numbered before the vocabulary starts afresh

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, IndexSettings, LexicalBackend, SQLiteIndex
+from sag2_retrievers.analysis import PROFILES, Profile, analyze_body, tokenize
 from sag2_retrievers.backends.ingest import start_preparing
 from sag2_retrievers.query import query_terms
-from sag2_retrievers.text import PROFILES, Profile, analyze_body, tokenize
 
 BackendFactory = Callable[[pytest.FixtureRequest, Path, IndexSettings | None], LexicalBackend]
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from sag2_retrievers.backends.bm25 import idf
+from sag2_retrievers.bm25 import idf
 
 
 def test_idf_is_floored_for_phrases_in_most_rows() -> None:

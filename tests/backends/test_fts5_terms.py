@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, IndexSettings, SQLiteIndex
+from sag2_retrievers.analysis import FTS_TOKENIZERS, PROFILES, Profile, fts5_terms, tokenize
 from sag2_retrievers.backends.ingest import unit_token_texts
 from sag2_retrievers.eval import load_corpus
-from sag2_retrievers.text import FTS_TOKENIZERS, PROFILES, Profile, fts5_terms, tokenize
 from tests.conftest import SHARED_DATA
 
 SHARED_CORPORA = (

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sag2_retrievers import IndexSettings, SearchHit, SQLiteIndex
+from sag2_retrievers.analysis import analyze_body, tokenize
 from sag2_retrievers.backends import ingest
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
@@ -21,7 +22,6 @@ from sag2_retrievers.errors import (
     IndexUnavailableError,
     InvalidInputError,
 )
-from sag2_retrievers.text import analyze_body, tokenize
 
 LONG_TEXT = " ".join(
     f"Sentence {number} tells of the river town number {number}." for number in range(60)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, SQLiteIndex
+from sag2_retrievers.analysis import tokenize
 from sag2_retrievers.errors import IndexUnavailableError
-from sag2_retrievers.text import tokenize
 
 psycopg = pytest.importorskip("psycopg")
 from sag2_retrievers.backends.postgres import PostgresIndex, compaction  # noqa: E402

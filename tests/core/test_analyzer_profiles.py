@@ -17,11 +17,8 @@ from sag2_retrievers import (
     InvalidInputError,
     SAG2Engine,
     SQLiteIndex,
-    paper_analyzer,
 )
-from sag2_retrievers.cli import main
-from sag2_retrievers.judges.fake import ScriptedJudge
-from sag2_retrievers.text import (
+from sag2_retrievers.analysis import (
     STOPWORDS,
     Profile,
     analyze_body,
@@ -29,6 +26,9 @@ from sag2_retrievers.text import (
     name_runs,
     tokenize,
 )
+from sag2_retrievers.analysis.paper import analyzer as paper_analyzer
+from sag2_retrievers.cli import main
+from sag2_retrievers.judges.fake import ScriptedJudge
 
 
 def open_index(path: Path, profile: Profile, documents: list[Document]) -> SQLiteIndex:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sag2_retrievers.diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
+from sag2_retrievers.analysis.sag2.diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
 
 
 def test_tfidf_weights_follow_the_sublinear_smoothed_formula() -> None:

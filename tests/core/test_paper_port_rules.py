@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from sag2_retrievers import Document, IndexSettings, SAG2Engine, SQLiteIndex
-from sag2_retrievers.expansion import Seed, select_terms
-from sag2_retrievers.judges.fake import ScriptedJudge
-from sag2_retrievers.paper_analyzer import (
+from sag2_retrievers.analysis import tokenize
+from sag2_retrievers.analysis.paper.analyzer import (
     alias_key,
     match_phrase,
     paper_words,
     sentence_units,
     sentence_words,
 )
-from sag2_retrievers.paper_diversity import paper_dpp_order, word_vectors
-from sag2_retrievers.paper_terms import PhraseTermIndex
-from sag2_retrievers.text import tokenize
+from sag2_retrievers.analysis.paper.diversity import paper_dpp_order, word_vectors
+from sag2_retrievers.analysis.paper.terms import PhraseTermIndex
+from sag2_retrievers.expansion import Seed, select_terms
+from sag2_retrievers.judges.fake import ScriptedJudge
 
 
 def paper_index(path: Path, documents: list[Document]) -> SQLiteIndex:

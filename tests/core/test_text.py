@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sag2_retrievers._jieba import tokenizer as analyzer_jieba
-from sag2_retrievers.text import (
+from sag2_retrievers.analysis import (
     CHINESE_STOPWORDS,
     ENGLISH_STOPWORDS,
     PROFILES,

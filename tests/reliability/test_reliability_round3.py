@@ -231,7 +231,7 @@ def test_a_new_embedding_cache_table_is_kept_in_memory_while_another_process_wri
 _FORK_WHILE_LOADING = """
 import threading
 from sag2_retrievers import SQLiteIndex, Document
-from sag2_retrievers.text import tokenize
+from sag2_retrievers.analysis import tokenize
 from tests.reliability.test_reliability_round3 import _han_text
 
 loader = threading.Thread(target=tokenize, args=("北京大学",))
@@ -284,7 +284,7 @@ def test_a_stuck_analysis_worker_is_a_clear_error_in_bounded_time(
 _HOST_TEACHES_JIEBA = """
 import jieba
 from sag2_retrievers import SQLiteIndex, Document
-from sag2_retrievers.text import tokenize
+from sag2_retrievers.analysis import tokenize
 
 text = "北京大学是中国的一所大学，位于北京。"
 before = tokenize(text)

@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ...analysis import tokenize
+from ...analysis.paper.diversity import word_document_frequencies
 from ...documents import Document, Unit
 from ...errors import IndexUnavailableError, InvalidInputError
 from ...filters import parse_filters
-from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, check_question, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
-from ...text import tokenize
 from ..base import Filters, SearchHit, sentence_expansion_units
 from ..ingest import PreparedBatch, PreparedUnit, new_executor, pipelined_ingest
 from ..scorer import ArrayScorer, Statistics

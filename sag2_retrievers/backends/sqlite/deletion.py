@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..._sqlite import json_list
+from ...analysis import Profile
 from ...errors import IndexSettingsMismatchError
-from ...text import Profile
 from ..ingest import token_checksum, unit_token_texts
 
 # The units of some documents without their text, grouped by document.

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from ..._sqlite import connect, json_list, raise_if_busy, raise_if_full
+from ...analysis import Profile, tokenize
+from ...analysis.paper.diversity import word_document_frequencies
 from ...documents import Document, Unit
 from ...errors import (
     IndexUnavailableError,
     InvalidInputError,
 )
-from ...paper_diversity import word_document_frequencies
 from ...query import alias_key, check_limit, search_hits
 from ...query import query_terms as backend_query_terms
 from ...settings import IndexSettings, reconcile_settings
-from ...text import Profile, tokenize
 from ..base import Filters, SearchHit, sentence_expansion_units
 from ..ingest import (
     PreparedBatch,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ...text import PAPER_FTS_TOKENIZER, SAG2_FTS_TOKENIZER
-from ..bm25 import BM25_WEIGHTS
+from ...analysis import PAPER_FTS_TOKENIZER, SAG2_FTS_TOKENIZER
+from ...bm25 import BM25_WEIGHTS
 
 # The tables of a new index file: these, then units_fts with the analyzer profile's tokenizer.
 BASE_TABLES = (

@@ -6,7 +6,7 @@ out alone ("beyoncé" -> "beyonc", "é"). Inside a block, runs of letters and di
 ``.``, ``_`` or ``-`` stay one word ("co-creator", "u.s", "104.7", "50%"). Each word is
 preceded by its joined parts of >= 2 characters holding a Latin letter and by its 2- and
 3-character dictionary sub-words. The index stores the words' unicode61 terms
-(`text.fts5_terms`); a query or expansion term is one word, or a name's words joined by
+(`fts5.fts5_terms`); a query or expansion term is one word, or a name's words joined by
 spaces, and matches as the phrase of its terms (`match_phrase`). docs/method.md cites the
 port's rules.
 """
@@ -19,8 +19,12 @@ from typing import Any
 
 import regex
 
-from . import text as _text
-from ._jieba import tokenizer as jieba_tokenizer
+from ..._jieba import tokenizer as jieba_tokenizer
+from ..common import STOPWORDS, UnitAnalysis, normalize
+from ..fts5 import PAPER_FTS_TOKENIZER, final_tokens, fts5_terms
+
+FTS_TOKENIZER = PAPER_FTS_TOKENIZER
+ANALYZER_VERSION = "3"  # 3: the port's token pass (issue 21)
 
 # jieba's default block pattern (re_han_default) and whitespace pattern (re_skip_default).
 _JIEBA_BLOCK = re.compile(r"([\u4e00-\u9fd5a-zA-Z0-9+#&._%\-]+)")
@@ -44,7 +48,26 @@ _NAMES = regex.compile(
 
 def paper_words(text: str) -> list[str]:
     """The words of ``text`` (NFKC, lowercased) in stream order, stopwords removed."""
-    return words_of_normalized(_text.normalize(text))
+    return words_of_normalized(normalize(text))
+
+
+def tokens(normalized: str, latin_only: bool | None = None) -> list[str]:
+    """The token stream of already-normalised text: the port's words as plain ``unicode61``
+    indexes them (``latin_only`` is the "sag2" profile's shortcut and changes nothing here)."""
+    return final_tokens(words_of_normalized(normalized), "paper")
+
+
+def question_words(text: str) -> list[str]:
+    """The words a question's expansion tests compare with: the port's words before
+    unicode61, matching those of the expansion units."""
+    return paper_words(text)
+
+
+def analysis(body: str, with_sentences: bool) -> UnitAnalysis:
+    """The body's token stream in one pass (jieba sees Han text across sentence breaks, as
+    the port does), and its sentences' expansion units when ``with_sentences``."""
+    stream = tuple(tokens(normalize(body)))
+    return UnitAnalysis(stream, sentence_units(body) if with_sentences else ())
 
 
 def words_of_normalized(normalized: str) -> list[str]:
@@ -67,9 +90,9 @@ def _plain_ascii_words(normalized: str) -> list[str]:
             words.extend(
                 part
                 for part in _JOINERS.split(word)
-                if len(part) >= 2 and _LATIN_LETTER.search(part) and part not in _text.STOPWORDS
+                if len(part) >= 2 and _LATIN_LETTER.search(part) and part not in STOPWORDS
             )
-        if word not in _text.STOPWORDS:
+        if word not in STOPWORDS:
             words.append(word)
     return words
 
@@ -167,7 +190,7 @@ def _with_parts(word: str) -> list[str]:
                 subwords = (word[i : i + size] for i in range(len(word) - size + 1))
                 words.extend(sub for sub in subwords if freq.get(sub, 0) > 0)
     words.append(word)
-    return [w for w in words if w not in _text.STOPWORDS and _has_content(w)]
+    return [w for w in words if w not in STOPWORDS and _has_content(w)]
 
 
 def _has_content(word: str) -> bool:
@@ -179,7 +202,7 @@ def _has_content(word: str) -> bool:
 
 def match_phrase(term: str) -> str:
     """The indexed terms a word or space-joined name matches, as one space-joined phrase."""
-    return " ".join(t for word in term.split(" ") for t in _text.fts5_terms(word, "paper"))
+    return " ".join(t for word in term.split(" ") for t in fts5_terms(word, "paper"))
 
 
 def sentence_units(body: str) -> tuple[tuple[str, ...], ...]:

@@ -2,7 +2,7 @@
 
 That profile's expansion units and question words are the port's words before unicode61
 ("peer-reviewed", "104.7", "é"); the index holds their unicode61 terms. This view looks each
-word or space-joined name up as the phrase of its terms (`paper_analyzer.match_phrase`), so
+word or space-joined name up as the phrase of its terms (`analyzer.match_phrase`), so
 the words keep their own identity (for ties, the question-word test and the trace) and match
 what the port matches.
 """
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from .backends.base import Filters, LexicalBackend
-from .paper_analyzer import match_phrase
+from ...filters import Filters
+from ...index_reads import TermIndex
+from .analyzer import match_phrase
 
 
 class PhraseTermIndex:
     """A backend whose term lookups take words and names, matched as their phrases."""
 
-    def __init__(self, index: LexicalBackend) -> None:
+    def __init__(self, index: TermIndex) -> None:
         self._index = index
 
     def unit_count(self) -> int:
@@ -40,7 +41,7 @@ class PhraseTermIndex:
         *,
         filters: Filters | None = None,
     ) -> dict[str, list[int]]:
-        """`LexicalBackend.expand` with every term replaced by its phrase (repeats count)."""
+        """`TermIndex.expand` with every term replaced by its phrase (repeats count)."""
         required = {term: match_phrase(term) for term in required_terms}
         scoring = [phrase for phrase in map(match_phrase, scoring_terms) if phrase]
         ranked = self._index.expand(

@@ -1,0 +1,1 @@
+"""The "paper" profile, as the authors' port applies it: analyzer, diversity, phrase lookups."""

@@ -1,0 +1,1 @@
+"""The "sag2" profile: its analyzer and its diversity step."""
