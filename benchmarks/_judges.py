@@ -20,8 +20,8 @@ from pathlib import Path
 from sag2_retrievers import SAG2Engine
 from sag2_retrievers.judges.base import Candidate, Judge, JudgeRequest
 from sag2_retrievers.judges.cache import judgment_keys
-from sag2_retrievers.judges.fake import OverlapJudge, ScriptedJudge
-from sag2_retrievers.judges.pool import PoolJudge
+from sag2_retrievers.judges.fakes import OverlapJudge, ScriptedJudge
+from sag2_retrievers.judges.offline.pool import PoolJudge
 
 JUDGES = ("overlap", "replay", "crc")
 # The engine of one corpus, built around a judge (the benchmark's index stays open).

@@ -25,7 +25,7 @@ from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.eval import load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import EvalQuestion, Passage
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from tests.postgres_server import server_dsn

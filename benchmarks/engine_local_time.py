@@ -23,7 +23,7 @@ from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.judges.base import JudgeRequest
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.fakes import ScriptedJudge
 
 
 def instant_score(_: JudgeRequest, candidate: object) -> float:

@@ -31,7 +31,6 @@ from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions
 from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges._embeddings import CachedEncoder, EmbeddingCache, MiniLMEncoder
-from sag2_retrievers.judges._evidence_features import FEATURE_NAMES
 from sag2_retrievers.judges.base import Candidate, Judge, JudgeRequest
 from sag2_retrievers.judges.learned import (
     MODEL_FILE,
@@ -40,6 +39,7 @@ from sag2_retrievers.judges.learned import (
     evidence_features,
     fit_model,
 )
+from sag2_retrievers.judges.offline._evidence_features import FEATURE_NAMES
 from sag2_retrievers.judges.similarity import LocalJudge
 
 HOTPOT = SHARED_DATA / "hotpotqa"

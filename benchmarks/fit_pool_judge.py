@@ -35,16 +35,16 @@ from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.runner import EvalOptions, EvalRun, evaluate
 from sag2_retrievers.judges.base import Judge, JudgeRequest
-from sag2_retrievers.judges.fake import OverlapJudge
-from sag2_retrievers.judges.pool import MODEL_FILE, PoolJudge, PoolModel
-from sag2_retrievers.judges.pool_features import (
+from sag2_retrievers.judges.fakes import OverlapJudge
+from sag2_retrievers.judges.offline.pool import MODEL_FILE, PoolJudge, PoolModel
+from sag2_retrievers.judges.offline.pool_features import (
     CONTEXT_FEATURES,
     FEATURE_NAMES,
     POOL_FEATURES,
     request_features,
 )
-from sag2_retrievers.judges.pool_terms import AnalysisCache
-from sag2_retrievers.judges.trees import from_lightgbm_dump
+from sag2_retrievers.judges.offline.pool_terms import AnalysisCache
+from sag2_retrievers.judges.offline.trees import from_lightgbm_dump
 
 TRAINDATA = SHARED_DATA.parent / "traindata"
 HOTPOT = SHARED_DATA / "hotpotqa"

@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from sag2_retrievers import SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval.datasets import EvalQuestion
-from sag2_retrievers.judges._evidence_features import FEATURE_NAMES, Matrix
 from sag2_retrievers.judges.base import Judge, JudgeRequest
+from sag2_retrievers.judges.offline._evidence_features import FEATURE_NAMES, Matrix
 
 
 class RecordingJudge(Judge):

@@ -39,11 +39,11 @@ from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import unique_passages
 from sag2_retrievers.judges.base import Judge
-from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
-from sag2_retrievers.judges.prompts import GRADED_QUESTION
-from sag2_retrievers.judges.tokens import read_token_counts
-from sag2_retrievers.judges.transports import CHATML
+from sag2_retrievers.judges.llm.chat import ChatAnswer, ChatMessages, ChatModelJudge
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
+from sag2_retrievers.judges.llm.prompts import GRADED_QUESTION
+from sag2_retrievers.judges.llm.tokens import read_token_counts
+from sag2_retrievers.judges.llm.transports import CHATML
 
 TOKEN = re.compile(r"\s*(?:\w+|[^\w\s])|\s+")
 WORD = re.compile(r"\w{4,}")

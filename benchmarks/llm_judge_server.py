@@ -35,10 +35,10 @@ from sag2_retrievers.errors import SAG2Error
 from sag2_retrievers.eval.datasets import load_questions
 from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges.base import Judge
-from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge, chat_completions_url
-from sag2_retrievers.judges.tokens import read_token_counts
-from sag2_retrievers.judges.transports import chat_template
+from sag2_retrievers.judges.llm.chat import ChatAnswer, ChatMessages, ChatModelJudge
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge, chat_completions_url
+from sag2_retrievers.judges.llm.tokens import read_token_counts
+from sag2_retrievers.judges.llm.transports import chat_template
 
 MODES = ("chat", "completions", "grouped", "graded")
 GRADE_TOKENS = 4

@@ -32,7 +32,7 @@ from tests.fault_server import Fault, FaultPlan, FaultServer
 LATENCY = (0.005, 0.05)
 RATE_LIMITED = 0.10
 SERVER_ERRORS = 0.05
-RETRY_LOGGER = "sag2_retrievers.judges._http"
+RETRY_LOGGER = "sag2_retrievers.judges.llm._http"
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from learned_judge_speed import judge_seconds
 
 from sag2_retrievers import Document, SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions
-from sag2_retrievers.judges.pool import PoolJudge
+from sag2_retrievers.judges.offline.pool import PoolJudge
 
 
 def peak_mib() -> float:

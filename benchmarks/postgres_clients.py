@@ -34,7 +34,7 @@ from scale import instant_score
 from sag2_retrievers import DocumentIndex, SAG2Engine, SQLiteIndex
 from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.eval import load_questions
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.fakes import ScriptedJudge
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from tests.postgres_server import server_dsn

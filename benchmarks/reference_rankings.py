@@ -21,7 +21,7 @@ from index_and_bm25 import synthetic_passages
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import Passage, unique_passages
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 
 
 def documents(passages: list[Passage]) -> list[Document]:

@@ -20,7 +20,7 @@ from ..documents import Document
 from ..errors import InvalidInputError
 from ..judges.base import Judge
 from ..judges.factory import JUDGE_NAMES, ServerOptions, default_judge_name, make_judge
-from ..judges.transports import TEMPLATES
+from ..judges.llm.transports import TEMPLATES
 from ..server_dsn import is_server
 
 PROG = "sag2"

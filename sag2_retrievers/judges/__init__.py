@@ -11,9 +11,9 @@ from .base import (
     UsageSnapshot,
 )
 from .cache import CachedJudge
-from .fake import OverlapJudge, ScriptedJudge
-from .jev import JEVJudge, jev_from_env
-from .openai_compat import OpenAICompatJudge
+from .fakes import OverlapJudge, ScriptedJudge
+from .llm.jev import JEVJudge, jev_from_env
+from .llm.openai_compat import OpenAICompatJudge
 
 __all__ = [
     "DEFAULT_INSTRUCTION",

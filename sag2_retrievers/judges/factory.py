@@ -11,10 +11,10 @@ import httpx
 from ..errors import InvalidInputError, JudgeConfigurationError
 from .base import Judge
 from .cache import CachedJudge
-from .fake import OverlapJudge
-from .jev import PROVIDERS, JEVJudge, Provider
-from .openai_compat import OpenAICompatJudge, Transport
-from .transports import CHATML, JinjaTemplate, RenderChat, chat_template
+from .fakes import OverlapJudge
+from .llm.jev import PROVIDERS, JEVJudge, Provider
+from .llm.openai_compat import OpenAICompatJudge, Transport
+from .llm.transports import CHATML, JinjaTemplate, RenderChat, chat_template
 
 JUDGE_NAMES = (
     "local",
@@ -186,7 +186,7 @@ def server_template(base_url: str) -> RenderChat:
 
 def _pool_judge() -> Judge:
     """The default offline judge: trees over the pool's features, numpy only."""
-    from .pool import PoolJudge
+    from .offline.pool import PoolJudge
 
     return PoolJudge()
 

@@ -22,9 +22,9 @@ import numpy.typing as npt
 
 from ..errors import JudgeConfigurationError
 from ._embeddings import MODEL_NAME, CachedEncoder, MiniLMEncoder, cached_encoder
-from ._evidence_features import FEATURE_NAMES, Matrix, passage_terms, request_features
 from .base import Candidate, Judge, JudgeRequest
-from .model_files import check_header, read_model_file
+from .offline._evidence_features import FEATURE_NAMES, Matrix, passage_terms, request_features
+from .offline.model_files import check_header, read_model_file
 
 MODEL_FILE = "data/learned_judge.json"
 MODEL_FORMAT = "sag2-learned-judge/1"

@@ -193,7 +193,7 @@ def test_sag2_retrieves_the_same_on_both_backends(
 ) -> None:  # type: ignore[no-untyped-def]
     """The whole method (expansion included) gives the same ranking over either backend."""
     from sag2_retrievers import SAG2Engine
-    from sag2_retrievers.judges.fake import OverlapJudge
+    from sag2_retrievers.judges.fakes import OverlapJudge
 
     lite = SQLiteIndex(tmp_path / "m.sqlite")
     lite.add_documents(musique_documents, parallel=False)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 
 pytest.importorskip("psycopg")
 from sag2_retrievers.backends.postgres import PostgresIndex

@@ -14,7 +14,7 @@ import pytest
 
 from sag2_retrievers import Document, SAG2Engine
 from sag2_retrievers.errors import IndexUnavailableError
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 from tests.postgres_server import PostgresServer, find_bindir, start_server, start_standby
 
 psycopg = pytest.importorskip("psycopg")

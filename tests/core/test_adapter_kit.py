@@ -28,7 +28,7 @@ from sag2_retrievers.adapter_kit import (
     precompute_judge,
 )
 from sag2_retrievers.errors import IndexSettingsMismatchError
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 from sag2_retrievers.markdown import find_headings, first_h1, unit_heading
 
 MANUAL = """# Pump manual

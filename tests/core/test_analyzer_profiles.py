@@ -28,7 +28,7 @@ from sag2_retrievers.analysis import (
 )
 from sag2_retrievers.analysis.paper import analyzer as paper_analyzer
 from sag2_retrievers.cli import main
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.fakes import ScriptedJudge
 
 
 def open_index(path: Path, profile: Profile, documents: list[Document]) -> SQLiteIndex:

@@ -13,7 +13,7 @@ import pytest
 
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.judges.base import Judge
-from sag2_retrievers.judges.pool import PoolJudge
+from sag2_retrievers.judges.offline.pool import PoolJudge
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 QUESTIONS = [

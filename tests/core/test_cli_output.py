@@ -73,7 +73,7 @@ def test_an_embedding_judge_says_it_will_embed_before_the_wait(
     db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from sag2_retrievers.cli import query as query_command
-    from sag2_retrievers.judges.fake import OverlapJudge
+    from sag2_retrievers.judges.fakes import OverlapJudge
 
     monkeypatch.setattr(query_command, "chosen_judge", lambda args: OverlapJudge())
     assert main(["query", "--db", db, "permission", "--judge", "local-learned"]) == 0

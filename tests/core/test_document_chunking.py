@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sag2_retrievers import Document, IndexSettings, SAG2Engine, SQLiteIndex
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 
 SENTENCES = [
     f"Report {n} says the lighthouse keeper logged {n} ships near the northern harbour."

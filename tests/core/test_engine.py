@@ -20,7 +20,7 @@ from sag2_retrievers import (
     SQLiteIndex,
 )
 from sag2_retrievers.judges.base import Candidate, Judge, JudgeRequest
-from sag2_retrievers.judges.fake import OverlapJudge, ScriptedJudge
+from sag2_retrievers.judges.fakes import OverlapJudge, ScriptedJudge
 
 QUESTION = "Which harbour city hosted the lantern festival of the northern guild?"
 VOCABULARY = [f"w{chr(97 + i // 26)}{chr(97 + i % 26)}" for i in range(260)]

@@ -9,7 +9,8 @@ import pytest
 
 from sag2_retrievers import InvalidInputError, JudgeError, RoundTrace, SAG2Engine, SQLiteIndex
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
-from sag2_retrievers.judges.chat import (
+from sag2_retrievers.judges.fakes import OverlapJudge
+from sag2_retrievers.judges.llm.chat import (
     ChatAnswer,
     ChatMessages,
     ChatModelJudge,
@@ -17,7 +18,6 @@ from sag2_retrievers.judges.chat import (
     openai_alternatives,
     runs_on_this_machine,
 )
-from sag2_retrievers.judges.fake import OverlapJudge
 
 QUESTION = "Who painted the portrait?"
 

@@ -13,15 +13,15 @@ import httpx
 import pytest
 
 from sag2_retrievers.errors import InvalidInputError, JudgeError
-from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.cache import CachedJudge, judgment_keys
-from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
-from sag2_retrievers.judges.grading import answer_positions, graded_probability
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
-from sag2_retrievers.judges.prompts import GRADED_QUESTION, YES_NO_QUESTION
-from sag2_retrievers.judges.tokens import read_token_counts
-from sag2_retrievers.judges.transports import CHATML, ChatTemplate, first_token_records
+from sag2_retrievers.judges.llm._http import RetryPolicy
+from sag2_retrievers.judges.llm.chat import ChatAnswer, ChatMessages, ChatModelJudge
+from sag2_retrievers.judges.llm.grading import answer_positions, graded_probability
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
+from sag2_retrievers.judges.llm.prompts import GRADED_QUESTION, YES_NO_QUESTION
+from sag2_retrievers.judges.llm.tokens import read_token_counts
+from sag2_retrievers.judges.llm.transports import CHATML, ChatTemplate, first_token_records
 
 BASE_URL = "http://127.0.0.1:8000"
 QUESTION = "Which river flows through the capital of France?"

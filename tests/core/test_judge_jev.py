@@ -13,7 +13,6 @@ import httpx
 import pytest
 
 from sag2_retrievers.errors import InvalidInputError, JudgeConfigurationError, JudgeError
-from sag2_retrievers.judges._http import Secret, parse_retry_after
 from sag2_retrievers.judges.base import (
     DEFAULT_INSTRUCTION,
     REASSESS_NOTE,
@@ -21,7 +20,8 @@ from sag2_retrievers.judges.base import (
     ContextPassage,
     JudgeRequest,
 )
-from sag2_retrievers.judges.jev import (
+from sag2_retrievers.judges.llm._http import Secret, parse_retry_after
+from sag2_retrievers.judges.llm.jev import (
     CRITERION_FALSE,
     CRITERION_TRUE,
     QUESTION_TASK,

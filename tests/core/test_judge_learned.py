@@ -21,20 +21,20 @@ from sag2_retrievers.errors import JudgeConfigurationError
 from sag2_retrievers.eval.datasets import load_questions
 from sag2_retrievers.judges import _embeddings
 from sag2_retrievers.judges._embeddings import CachedEncoder, EmbeddingCache, MiniLMEncoder
-from sag2_retrievers.judges._evidence_features import (
-    FEATURE_NAMES,
-    passage_terms,
-    request_features,
-)
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.cache import judgment_keys
-from sag2_retrievers.judges.fake import OverlapJudge
+from sag2_retrievers.judges.fakes import OverlapJudge
 from sag2_retrievers.judges.learned import (
     LearnedJudge,
     LearnedModel,
     evidence_features,
     fit_model,
     load_model,
+)
+from sag2_retrievers.judges.offline._evidence_features import (
+    FEATURE_NAMES,
+    passage_terms,
+    request_features,
 )
 
 QUESTION = "Which country was the composer of the Zorvanic Requiem born in?"

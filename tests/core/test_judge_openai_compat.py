@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from sag2_retrievers.errors import InvalidInputError, JudgeError
-from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
+from sag2_retrievers.judges.llm._http import RetryPolicy
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
 
 Handler = Callable[[httpx.Request], Coroutine[Any, Any, httpx.Response]]
 BASE_URL = "http://127.0.0.1:8000"

@@ -18,9 +18,9 @@ from sag2_retrievers.errors import JudgeConfigurationError
 from sag2_retrievers.eval.datasets import EvalQuestion, Passage
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.factory import make_judge
-from sag2_retrievers.judges.pool import PoolJudge, guard_bm25_top, load_pool_model
-from sag2_retrievers.judges.pool_features import FEATURE_NAMES, request_features
-from sag2_retrievers.judges.pool_terms import MAX_QUESTION_TERMS, AnalysisCache
+from sag2_retrievers.judges.offline.pool import PoolJudge, guard_bm25_top, load_pool_model
+from sag2_retrievers.judges.offline.pool_features import FEATURE_NAMES, request_features
+from sag2_retrievers.judges.offline.pool_terms import MAX_QUESTION_TERMS, AnalysisCache
 
 QUESTION = "Which country was the composer of the Zorvanic Requiem born in?"
 WORK = ContextPassage(

@@ -18,14 +18,18 @@ import httpx
 import pytest
 
 from sag2_retrievers.errors import InvalidInputError, JudgeError
-from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
-from sag2_retrievers.judges.chat import ChatAnswer, ChatMessages, ChatModelJudge
 from sag2_retrievers.judges.factory import ServerOptions, make_judge
-from sag2_retrievers.judges.grading import UnreadableAnswer, answer_positions, graded_probability
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
-from sag2_retrievers.judges.prompts import STRICT_GRADED_QUESTION, STRICT_QUESTION
-from sag2_retrievers.judges.transports import CHATML, GEMMA, LLAMA3, chat_template
+from sag2_retrievers.judges.llm._http import RetryPolicy
+from sag2_retrievers.judges.llm.chat import ChatAnswer, ChatMessages, ChatModelJudge
+from sag2_retrievers.judges.llm.grading import (
+    UnreadableAnswer,
+    answer_positions,
+    graded_probability,
+)
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
+from sag2_retrievers.judges.llm.prompts import STRICT_GRADED_QUESTION, STRICT_QUESTION
+from sag2_retrievers.judges.llm.transports import CHATML, GEMMA, LLAMA3, chat_template
 
 BASE_URL = "http://127.0.0.1:8000"
 QUESTION = "Which river flows through the capital of France?"
@@ -178,7 +182,7 @@ def test_control_tokens_in_passages_cannot_forge_a_turn(
 
 def _pointwise(request: JudgeRequest) -> Any:
     """The pointwise prompt of the request's first candidate."""
-    from sag2_retrievers.judges.prompts import pointwise_prompt
+    from sag2_retrievers.judges.llm.prompts import pointwise_prompt
 
     return pointwise_prompt(request, request.candidates[0])
 

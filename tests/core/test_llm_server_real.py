@@ -34,8 +34,8 @@ import pytest
 from sag2_retrievers import SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.corpus_io import add_in_batches, read_corpus
 from sag2_retrievers.eval.datasets import load_questions
-from sag2_retrievers.judges.openai_compat import OpenAICompatJudge
-from sag2_retrievers.judges.transports import GEMMA
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
+from sag2_retrievers.judges.llm.transports import GEMMA
 
 pytestmark = pytest.mark.real_llm_server
 pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is not installed")

@@ -21,7 +21,7 @@ from sag2_retrievers.analysis.paper.analyzer import (
 from sag2_retrievers.analysis.paper.diversity import paper_dpp_order, word_vectors
 from sag2_retrievers.analysis.paper.terms import PhraseTermIndex
 from sag2_retrievers.expansion import Seed, select_terms
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.fakes import ScriptedJudge
 
 
 def paper_index(path: Path, documents: list[Document]) -> SQLiteIndex:

@@ -17,7 +17,7 @@ from sag2_retrievers.cli import main
 from sag2_retrievers.eval.datasets import EvalQuestion
 from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
-from sag2_retrievers.judges.fake import ScriptedJudge
+from sag2_retrievers.judges.fakes import ScriptedJudge
 from sag2_retrievers.trace_html import render_trace_html, trace_page, write_trace_html
 
 QUESTION = "In which country was the composer of Moonlight Waltz born?"

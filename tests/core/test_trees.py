@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sag2_retrievers.judges.trees import TreeEnsemble, from_lightgbm_dump, sigmoid
+from sag2_retrievers.judges.offline.trees import TreeEnsemble, from_lightgbm_dump, sigmoid
 
 lightgbm = pytest.importorskip("lightgbm")
 

@@ -26,9 +26,9 @@ from sag2_retrievers import (
     SQLiteIndex,
 )
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge, ScriptedJudge
-from sag2_retrievers.judges._http import RetryPolicy
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
-from sag2_retrievers.judges.openai_compat import build_user_message
+from sag2_retrievers.judges.llm._http import RetryPolicy
+from sag2_retrievers.judges.llm.openai_compat import build_user_message
 from tests.fault_server import (
     Fault,
     FaultPlan,

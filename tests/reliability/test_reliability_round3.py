@@ -35,8 +35,8 @@ from sag2_retrievers.errors import (
 from sag2_retrievers.filters import MAX_CONDITIONS
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
-from sag2_retrievers.judges._secrets import HTTP_LOGGERS, read_key
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
+from sag2_retrievers.judges.llm._secrets import HTTP_LOGGERS, read_key
 from tests.postgres_server import PostgresServer
 
 # -- item 1: deleting a large document stays linear ---------------------------------------

@@ -41,9 +41,9 @@ from sag2_retrievers.judges import (
     OverlapJudge,
     ScriptedJudge,
 )
-from sag2_retrievers.judges._http import BODY_EXCERPT_CHARS, RetryPolicy
 from sag2_retrievers.judges.base import DEFAULT_INSTRUCTION, Candidate, Judge, JudgeRequest
-from sag2_retrievers.judges.jev import CRITERION_FALSE, CRITERION_TRUE, QUESTION_TASK
+from sag2_retrievers.judges.llm._http import BODY_EXCERPT_CHARS, RetryPolicy
+from sag2_retrievers.judges.llm.jev import CRITERION_FALSE, CRITERION_TRUE, QUESTION_TASK
 from tests.fault_server import Fault, FaultPlan, FaultServer, candidate_score
 
 KEY = "sk-test-" + "9f8e7d6c5b4a3210" * 3

@@ -16,7 +16,7 @@ from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.documents import Document
 from sag2_retrievers.engine import SAG2Engine
-from sag2_retrievers.judges.fake import OverlapJudge, ScriptedJudge
+from sag2_retrievers.judges.fakes import OverlapJudge, ScriptedJudge
 from sag2_retrievers.settings import IndexSettings
 from tests.postgres_server import PostgresServer
 

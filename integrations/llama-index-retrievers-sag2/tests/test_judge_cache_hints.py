@@ -21,7 +21,7 @@ from llama_index.retrievers.sag2 import LlamaIndexLLMJudge
 from pydantic import Field
 
 from sag2_retrievers.judges import Candidate, ContextPassage, JudgeRequest
-from sag2_retrievers.judges.openai_compat import build_messages
+from sag2_retrievers.judges.llm.openai_compat import build_messages
 
 REQUEST = JudgeRequest(
     "Where was the designer of the Eiffel Tower born?",

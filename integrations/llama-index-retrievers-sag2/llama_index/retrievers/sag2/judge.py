@@ -17,15 +17,15 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms import LLM
 
 from sag2_retrievers import InvalidInputError, Judge
-from sag2_retrievers.judges.chat import (
+from sag2_retrievers.judges.llm.chat import (
     ChatAnswer,
     ChatMessages,
     ChatModelJudge,
     runs_on_this_machine,
     valid_alternatives,
 )
-from sag2_retrievers.judges.prompts import JudgePrompt
-from sag2_retrievers.judges.tokens import TokenCounts, field_of, read_token_counts, token_count
+from sag2_retrievers.judges.llm.prompts import JudgePrompt
+from sag2_retrievers.judges.llm.tokens import TokenCounts, field_of, read_token_counts, token_count
 
 ROLES = {"system": MessageRole.SYSTEM, "user": MessageRole.USER}
 

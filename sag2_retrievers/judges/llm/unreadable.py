@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 
-from ..errors import JudgeError
-from .base import Candidate, Usage
+from ...errors import JudgeError
+from ..base import Candidate, Usage
 from .grading import UnreadableAnswer
 
 # Unreadable answers needed before they count as systematic (and then only when they

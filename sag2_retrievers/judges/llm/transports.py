@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvalidInputError, JudgeError
+from ...errors import InvalidInputError, JudgeError
 from .prompts import ChatMessages
 
 CONTENT = "{content}"

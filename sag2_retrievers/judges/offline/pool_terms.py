@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..query import analysed_question
-from ..analysis import STOPWORDS, name_runs, tokenize
+from ...analysis import STOPWORDS, name_runs, tokenize
+from ...query import analysed_question
 
 CACHE_BYTES = 64 * 1024 * 1024  # analyses kept across requests (about 40,000 short passages)
 MAX_VOCABULARY = 400_000  # distinct tokens numbered before the vocabulary starts afresh

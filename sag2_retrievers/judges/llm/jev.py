@@ -12,7 +12,8 @@ from typing import Any, Literal
 
 import httpx
 
-from ..errors import InvalidInputError, JudgeConfigurationError, JudgeError
+from ...errors import InvalidInputError, JudgeConfigurationError, JudgeError
+from ..base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
 from ._http import (
     DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
@@ -26,7 +27,6 @@ from ._http import (
     post_json,
 )
 from ._secrets import Secret, read_key
-from .base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
 
 Provider = Literal["openrouter", "typesafe"]
 

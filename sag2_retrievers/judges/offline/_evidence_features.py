@@ -18,8 +18,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
-from ..analysis import STOPWORDS, name_runs, tokenize
-from .base import JudgeRequest
+from ...analysis import STOPWORDS, name_runs, tokenize
+from ..base import JudgeRequest
 
 Matrix = npt.NDArray[np.float64]
 

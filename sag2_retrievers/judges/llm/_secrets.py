@@ -15,7 +15,7 @@ import urllib.parse
 import weakref
 from collections.abc import Iterable
 
-from ..errors import JudgeConfigurationError
+from ...errors import JudgeConfigurationError
 
 REDACTED = "[redacted]"
 # Every logger httpx 0.2x and httpcore 1.x write to (a logger's filter does not reach its

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import httpx
 import tenacity
 
-from ..errors import InvalidInputError, JudgeError
+from ...errors import InvalidInputError, JudgeError
 from ._concurrency import AdaptiveLimit
 from ._secrets import Secret, redact
 

@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..errors import JudgeConfigurationError
+from ...errors import JudgeConfigurationError
 
 
 def read_model_file(

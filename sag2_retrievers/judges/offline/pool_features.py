@@ -27,7 +27,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from .base import JudgeRequest
+from ..base import JudgeRequest
 from .pool_terms import AnalysisCache, PassageTerms, QuestionTerms
 
 Matrix = npt.NDArray[np.float64]

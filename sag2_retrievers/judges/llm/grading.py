@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 
-from ..errors import JudgeError
+from ...errors import JudgeError
 
 # Grade g of 0 (not evidence) .. 4 (a necessary fact) read as probability g / 4.
 GRADE_PROBABILITIES = {"0": 0.0, "1": 0.25, "2": 0.5, "3": 0.75, "4": 1.0}
