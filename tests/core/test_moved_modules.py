@@ -35,7 +35,7 @@ def test_patching_through_the_old_pool_path_reaches_the_pool_judge(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         monkeypatch.setattr("sag2_retrievers.judges.pool.MODEL_FILE", "data/missing.json")
-    with pytest.raises(JudgeConfigurationError, match="missing.json"):
+    with pytest.raises(JudgeConfigurationError, match=r"missing\.json"):
         PoolJudge()
 
 
