@@ -36,7 +36,8 @@ from sag2_retrievers.eval.datasets import load_questions
 from sag2_retrievers.eval.runner import EvalOptions, evaluate
 from sag2_retrievers.judges.base import Judge
 from sag2_retrievers.judges.llm.chat import ChatAnswer, ChatMessages, ChatModelJudge
-from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge, chat_completions_url
+from sag2_retrievers.judges.llm.endpoints import chat_completions_url
+from sag2_retrievers.judges.llm.openai_compat import OpenAICompatJudge
 from sag2_retrievers.judges.llm.tokens import read_token_counts
 from sag2_retrievers.judges.llm.transports import chat_template
 

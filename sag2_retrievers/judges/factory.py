@@ -12,8 +12,9 @@ from ..errors import InvalidInputError, JudgeConfigurationError
 from .base import Judge
 from .cache import CachedJudge
 from .fakes import OverlapJudge
+from .llm.endpoints import Transport
 from .llm.jev import PROVIDERS, JEVJudge, Provider
-from .llm.openai_compat import OpenAICompatJudge, Transport
+from .llm.openai_compat import OpenAICompatJudge
 from .llm.transports import CHATML, JinjaTemplate, RenderChat, chat_template
 
 JUDGE_NAMES = (

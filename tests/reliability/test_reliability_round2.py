@@ -35,7 +35,8 @@ from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
 from sag2_retrievers.judges.cache import CachedJudge
 from sag2_retrievers.judges.fakes import OverlapJudge
-from sag2_retrievers.judges.llm.openai_compat import build_user_message, yes_probability
+from sag2_retrievers.judges.llm.openai_compat import build_user_message
+from sag2_retrievers.judges.llm.replies import yes_probability
 from sag2_retrievers.query import ANALYSED_QUESTION_CHARS
 from tests.fault_server import Fault, FaultPlan, FaultServer
 

@@ -20,22 +20,17 @@ the judge. Every request caps the output under both names servers read (``max_to
 
 from __future__ import annotations
 
-import asyncio
-import ipaddress
 import json
 import logging
-import math
 import os
-import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from dataclasses import replace
+from typing import Any, TypeVar
 
 import httpx
 
-from ...errors import InvalidInputError, JudgeError
+from ...errors import JudgeError
 from ..base import CallEstimate, Candidate, Judge, JudgeRequest
-from ._concurrency import AdaptiveLimit
 from ._http import (
     DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
@@ -43,7 +38,6 @@ from ._http import (
     ReplyLimits,
     RetryPolicy,
     check_base_url,
-    finite_number,
     gather_or_cancel,
     gather_warm_first,
     new_client,
@@ -52,11 +46,34 @@ from ._http import (
     send_json,
 )
 from ._secrets import read_key
+from .endpoints import (
+    API_KEY_ENV,
+    Transport,
+    api_transport,
+    chat_completions_url,
+    check_settings,
+    completions_url,
+    is_loopback_url,
+)
 from .grading import UnreadableAnswer, answer_positions
-from .prompts import STRICT_QUESTION, JudgePrompt, grouped_prompt, pointwise_prompt
+from .prompts import (
+    STRICT_QUESTION,
+    JudgePrompt,
+    candidate_groups,
+    grouped_prompt,
+    pointwise_prompt,
+)
 from .prompts import build_messages as build_messages
 from .prompts import build_user_message as build_user_message
-from .tokens import read_token_counts
+from .replies import (
+    TOP_LOGPROBS,
+    add_reply_usage,
+    line_probability,
+    record_or_unreadable,
+    token_records,
+    yes_probability,
+)
+from .sessions import LoopSession, LoopSessions
 from .transports import (
     CHATML,
     RenderChat,
@@ -68,11 +85,7 @@ from .unreadable import AnswerPolicy, attempt
 
 logger = logging.getLogger(__name__)
 
-Transport = Literal["chat", "completions"]
 _T = TypeVar("_T")
-API_KEY_ENV = "SAG2_OPENAI_API_KEY"
-TOP_LOGPROBS = 20
-LOOPBACK_NAMES = frozenset({"localhost"})
 DEFAULT_MAX_BATCH_SIZE = 128
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 # Output tokens allowed per line of a grouped answer ("12: yes" and a line break) and overall.
@@ -84,18 +97,6 @@ GROUPED_STOP = ["\n\n"]
 # Statuses with which servers refuse a list of prompts they would take one at a time
 # (llama-cpp-python answers HTTP 500 from an assertion).
 LIST_REFUSALS = frozenset({400, 413, 422, 500, 501})
-LOGPROBS_HELP = (
-    "the judge needs token log-probabilities: use vLLM (top_logprobs up to --max-logprobs, "
-    "default 20), a llama.cpp llama-server build from 2025 or later, or Ollama 0.12.11 or later"
-)
-
-
-@dataclass
-class _LoopSession:
-    """The HTTP client and concurrency limit of one event loop; neither may cross loops."""
-
-    client: httpx.AsyncClient
-    gate: AdaptiveLimit
 
 
 class OpenAICompatJudge(Judge):
@@ -164,7 +165,7 @@ class OpenAICompatJudge(Judge):
         fold_system: bool = False,
     ) -> None:
         super().__init__()
-        _check_settings(base_url, model, max_concurrency, timeout)
+        check_settings(base_url, model, max_concurrency, timeout)
         check_batch_limits(max_batch_size, max_body_bytes)
         if proxy is not None:
             check_base_url(proxy, API_KEY_ENV)
@@ -173,7 +174,7 @@ class OpenAICompatJudge(Judge):
         self._model = model
         self._max_concurrency = max_concurrency
         self._timeout = timeout
-        self._api = _api_transport(transport, group_size)
+        self._api = api_transport(transport, group_size)
         self._http_transport = http_transport or (None if isinstance(transport, str) else transport)
         self._warm_first = warm_first
         self._cache_hints = cache_hints
@@ -199,8 +200,7 @@ class OpenAICompatJudge(Judge):
         self.sends_data_off_machine = not is_loopback_url(self._base_url) or (
             proxy is not None and not is_loopback_url(proxy)
         )
-        self._sessions: dict[asyncio.AbstractEventLoop, _LoopSession] = {}
-        self._sessions_lock = threading.Lock()
+        self._sessions = LoopSessions(self._new_client, max_concurrency)
         self._answers = AnswerPolicy(
             self.usage, lambda text: self._endpoint.describe(f"model {model!r}: {text}")
         )
@@ -225,7 +225,7 @@ class OpenAICompatJudge(Judge):
 
     async def _score(self, request: JudgeRequest) -> list[float]:
         """Score every candidate through the chosen transport, within the concurrency cap."""
-        session = self._session()
+        session = self._sessions.current()
         if self._api == "completions":
             return await self._score_completions(session, request)
         if self._group_size > 1:
@@ -242,20 +242,17 @@ class OpenAICompatJudge(Judge):
             batches = self._completion_batches([self._render(p) for p in prompts])
             return CallEstimate(len(batches), sum(p.estimated_tokens() for p in prompts))
         if self._group_size > 1:
-            groups = _groups(request.candidates, self._group_size)
+            groups = candidate_groups(request.candidates, self._group_size)
             tokens = sum(grouped_prompt(request, group).estimated_tokens() for group in groups)
             return CallEstimate(len(groups), tokens)
         return CallEstimate(len(prompts), sum(p.estimated_tokens() for p in prompts))
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
-        with self._sessions_lock:
-            session = self._sessions.pop(asyncio.get_running_loop(), None)
-        if session is not None:
-            await session.client.aclose()
+        await self._sessions.aclose_current()
 
     async def _judge_one(
-        self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
+        self, session: LoopSession, request: JudgeRequest, candidate: Candidate
     ) -> float:
         """One chat completion for one candidate (a stricter second one when its answer is
         unreadable); returns its yes-probability or, failing both, its unscored stand-in."""
@@ -265,22 +262,22 @@ class OpenAICompatJudge(Judge):
             candidate, request.candidates, first, lambda: self._ask_chat(session, strict)
         )
 
-    async def _ask_chat(self, session: _LoopSession, prompt: JudgePrompt) -> float:
+    async def _ask_chat(self, session: LoopSession, prompt: JudgePrompt) -> float:
         """One chat completion asking one yes/no question; returns P(yes)."""
         payload = self._chat_payload(prompt, max_tokens=1, stop=POINTWISE_STOP)
         reply = await self._post(session, self._endpoint, payload)
         return self._read(lambda: yes_probability(reply))
 
-    async def _score_grouped(self, session: _LoopSession, request: JudgeRequest) -> list[float]:
+    async def _score_grouped(self, session: LoopSession, request: JudgeRequest) -> list[float]:
         """One chat completion per group of candidates, concatenated in candidate order."""
-        groups = _groups(request.candidates, self._group_size)
+        groups = candidate_groups(request.candidates, self._group_size)
         scores = await gather_warm_first(
             (self._judge_group(session, request, group) for group in groups), self._warm_first
         )
         return [score for group_scores in scores for score in group_scores]
 
     async def _judge_group(
-        self, session: _LoopSession, request: JudgeRequest, group: Sequence[Candidate]
+        self, session: LoopSession, request: JudgeRequest, group: Sequence[Candidate]
     ) -> list[float]:
         """Judge a group in one call; candidates whose line is unreadable are asked alone, and
         all of them when a line's number is outside the group (the reply is not trusted)."""
@@ -290,11 +287,11 @@ class OpenAICompatJudge(Judge):
         )
         reply = await self._post(session, self._endpoint, payload)
         # Never more tokens than asked for, whatever the server sent back.
-        records = self._read(lambda: _token_records(reply))[:max_tokens]
+        records = self._read(lambda: token_records(reply))[:max_tokens]
         tokens = [str(record.get("token", "")) for record in records]
         scores: dict[int, float] = {}
         for number, position in (answer_positions(tokens, len(group)) or {}).items():
-            probability = _line_probability(records[position])
+            probability = line_probability(records[position])
             if probability is not None:
                 scores[number] = probability
         unread = [n for n in range(1, len(group) + 1) if n not in scores]
@@ -304,7 +301,7 @@ class OpenAICompatJudge(Judge):
         scores.update(zip(unread, asked, strict=True))
         return [scores[number] for number in range(1, len(group) + 1)]
 
-    async def _score_completions(self, session: _LoopSession, request: JudgeRequest) -> list[float]:
+    async def _score_completions(self, session: LoopSession, request: JudgeRequest) -> list[float]:
         """Send the rendered prompts in batched completions requests; scores in order."""
         prompts = [self._render(pointwise_prompt(request, c)) for c in request.candidates]
         batches = self._completion_batches(prompts)
@@ -327,7 +324,7 @@ class OpenAICompatJudge(Judge):
         )
 
     def _strict_completion(
-        self, session: _LoopSession, request: JudgeRequest, candidate: Candidate
+        self, session: LoopSession, request: JudgeRequest, candidate: Candidate
     ) -> Callable[[], Awaitable[float]]:
         """The stricter re-ask of one candidate, as one completions prompt (rendered only if
         it is asked)."""
@@ -342,15 +339,15 @@ class OpenAICompatJudge(Judge):
         return ask
 
     async def _judge_batch(
-        self, session: _LoopSession, prompts: list[str]
+        self, session: LoopSession, prompts: list[str]
     ) -> list[float | UnreadableAnswer]:
         """The first-token scores of a batch of rendered prompts, an UnreadableAnswer for a
         prompt whose answer is neither yes nor no."""
         records = await self._prompt_records(session, prompts)
-        return self._read(lambda: [_record_or_unreadable(record) for record in records])
+        return self._read(lambda: [record_or_unreadable(record) for record in records])
 
     async def _prompt_records(
-        self, session: _LoopSession, prompts: list[str]
+        self, session: LoopSession, prompts: list[str]
     ) -> list[Mapping[str, Any]]:
         """The prompts' first-token records: in one request while the server takes lists,
         one prompt per request once it has refused one. The first list is tried once: a
@@ -374,14 +371,14 @@ class OpenAICompatJudge(Judge):
         return records
 
     async def _one_by_one(
-        self, session: _LoopSession, prompts: list[str]
+        self, session: LoopSession, prompts: list[str]
     ) -> list[Mapping[str, Any]]:
         """One completions request per prompt, concurrently within the limit."""
         singles = await gather_or_cancel(self._records_of(session, [p]) for p in prompts)
         return [record for single in singles for record in single]
 
     async def _records_of(
-        self, session: _LoopSession, prompts: list[str], attempts: int | None = None
+        self, session: LoopSession, prompts: list[str], attempts: int | None = None
     ) -> list[Mapping[str, Any]]:
         """One completions request for the prompts; their first-token records in order."""
         payload = self._completions_payload(prompts)
@@ -454,7 +451,7 @@ class OpenAICompatJudge(Judge):
 
     async def _post(
         self,
-        session: _LoopSession,
+        session: LoopSession,
         endpoint: Endpoint,
         payload: Mapping[str, Any],
         attempts: int | None = None,
@@ -464,7 +461,7 @@ class OpenAICompatJudge(Judge):
         policy = self._policy if attempts is None else replace(self._policy, max_attempts=attempts)
         send = post_json if attempts is None else send_json
         reply = await send(session.client, endpoint, payload, policy, self._limits, session.gate)
-        self._add_token_usage(reply)
+        add_reply_usage(self.usage, reply)
         return reply
 
     def _read(self, parse: Callable[[], _T]) -> _T:
@@ -476,19 +473,6 @@ class OpenAICompatJudge(Judge):
             raise
         except JudgeError as error:
             raise JudgeError(self._endpoint.describe(f"model {self._model!r}: {error}")) from None
-
-    def _session(self) -> _LoopSession:
-        """This event loop's client and semaphore, created on first use in the loop."""
-        loop = asyncio.get_running_loop()
-        with self._sessions_lock:
-            session = self._sessions.get(loop)
-            if session is None:
-                # Sessions of ended loops (one per asyncio.run, say) can only be dropped.
-                for ended in [other for other in self._sessions if other.is_closed()]:
-                    del self._sessions[ended]
-                session = _LoopSession(self._new_client(), AdaptiveLimit(self._max_concurrency))
-                self._sessions[loop] = session
-        return session
 
     def _new_client(self) -> httpx.AsyncClient:
         """An HTTP client that sends the key, if any, and counts every request it sends."""
@@ -505,175 +489,3 @@ class OpenAICompatJudge(Judge):
             proxy=self._proxy,
             event_hooks={"request": [count_call]},
         )
-
-    def _add_token_usage(self, reply: Any) -> None:
-        """Add the tokens (cached ones too) and cost, when a gateway reports one, to ``usage``."""
-        usage = reply.get("usage") if isinstance(reply, Mapping) else None
-        if not isinstance(usage, Mapping):
-            return
-        counts = read_token_counts(usage)
-        self.usage.add(
-            input_tokens=counts.input_tokens,
-            cached_input_tokens=counts.cached_input_tokens,
-            cache_reports=int(counts.cache_reported),
-            output_tokens=counts.output_tokens,
-            cost_usd=finite_number(usage.get("cost")) or 0.0,
-        )
-
-
-def _api_transport(transport: object, group_size: int) -> Transport:
-    """The API transport named by ``transport`` (an httpx transport means chat), checked."""
-    api: Transport = "chat"
-    if transport == "completions":
-        api = "completions"
-    elif isinstance(transport, str) and transport != "chat":
-        raise InvalidInputError(f"transport must be 'chat' or 'completions', got {transport!r}")
-    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
-        raise InvalidInputError(f"group_size must be a positive integer, got {group_size!r}")
-    if group_size > 1 and api == "completions":
-        raise InvalidInputError("group_size needs the chat transport; use one or the other")
-    return api
-
-
-def _groups(candidates: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
-    """Consecutive groups of at most ``size`` candidates."""
-    return [candidates[start : start + size] for start in range(0, len(candidates), size)]
-
-
-def _record_or_unreadable(record: Mapping[str, Any]) -> float | UnreadableAnswer:
-    """`record_yes_probability`, with an unreadable answer returned rather than raised."""
-    try:
-        return record_yes_probability(record)
-    except UnreadableAnswer as unreadable:
-        return unreadable
-
-
-def _line_probability(record: Mapping[str, Any]) -> float | None:
-    """P(yes) of a grouped answer's yes/no token, or None when its record is unusable."""
-    try:
-        return record_yes_probability(record)
-    except JudgeError:
-        return None
-
-
-def yes_probability(reply: Any) -> float:
-    """P(yes) normalised against P(no) over the first token's top log-probabilities.
-
-    Tokens count as yes or no when their stripped, lowercased text is exactly that word. When
-    neither appears, the sampled token decides (yes 1.0, no 0.0).
-    """
-    return record_yes_probability(_token_records(reply)[0])
-
-
-def record_yes_probability(first: Mapping[str, Any]) -> float:
-    """`yes_probability` of one token record (``token`` and its ``top_logprobs``)."""
-    alternatives = _alternatives(first)
-    log_yes = _log_total(alternatives, "yes")
-    log_no = _log_total(alternatives, "no")
-    if log_yes is None and log_no is None:
-        return _sampled_answer(first)
-    if log_no is None:
-        return 1.0
-    if log_yes is None:
-        return 0.0
-    return _sigmoid(log_yes - log_no)
-
-
-def _token_records(reply: Any) -> list[Mapping[str, Any]]:
-    """The log-probability records of the reply's generated tokens (at least one)."""
-    choices = reply.get("choices") if isinstance(reply, Mapping) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise JudgeError("the reply has no choices; the server may not be OpenAI-compatible")
-    logprobs = choices[0].get("logprobs")
-    content = logprobs.get("content") if isinstance(logprobs, Mapping) else None
-    if not isinstance(content, list) or not content or not isinstance(content[0], Mapping):
-        raise JudgeError(f"the reply carries no log-probabilities; {LOGPROBS_HELP}")
-    return [record if isinstance(record, Mapping) else {} for record in content]
-
-
-def _alternatives(first: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The (token, logprob) pairs of a token record's top log-probabilities, all checked.
-
-    An entry that is not a token with a finite log-probability <= 0 is refused rather than
-    skipped: skipping it could leave the sampled token to decide with a score of 0 or 1.
-    """
-    entries = first.get("top_logprobs") or []
-    if not isinstance(entries, list):
-        raise JudgeError(f"the reply's top log-probabilities are not a list: {entries!r:.80}")
-    pairs = []
-    for entry in entries:
-        token = entry.get("token") if isinstance(entry, Mapping) else None
-        logprob = finite_number(entry.get("logprob")) if isinstance(entry, Mapping) else None
-        if not isinstance(token, str) or logprob is None or logprob > 0.0:
-            raise JudgeError(
-                f"the reply holds an impossible log-probability entry {entry!r:.80}; "
-                "expected a token with a finite log-probability <= 0"
-            )
-        pairs.append((token, logprob))
-    return pairs
-
-
-def _log_total(alternatives: Sequence[tuple[str, float]], word: str) -> float | None:
-    """log of the summed probability of the tokens spelling `word`, or None if none does."""
-    logprobs = [lp for token, lp in alternatives if token.strip().lower() == word]
-    if not logprobs:
-        return None
-    peak = max(logprobs)
-    return peak + math.log(sum(math.exp(lp - peak) for lp in logprobs))
-
-
-def _sigmoid(x: float) -> float:
-    """1 / (1 + e^-x) without overflow for large |x|."""
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    shrink = math.exp(x)
-    return shrink / (1.0 + shrink)
-
-
-def _sampled_answer(first: Mapping[str, Any]) -> float:
-    """1.0 or 0.0 from the sampled token when it is yes or no; otherwise a JudgeError."""
-    token = first.get("token")
-    answer = token.strip().lower() if isinstance(token, str) else None
-    if answer == "yes":
-        return 1.0
-    if answer == "no":
-        return 0.0
-    shown = str(token)[:80]
-    raise UnreadableAnswer(
-        f"the model answered {shown!r} and neither yes nor no is among its top "
-        f"{TOP_LOGPROBS} tokens; use an instruction-following model and disable thinking",
-        shown,
-    )
-
-
-def chat_completions_url(base_url: str) -> str:
-    """The chat completions URL under a base URL given with or without ``/v1``."""
-    root = base_url.rstrip("/")
-    return f"{root}/chat/completions" if root.endswith("/v1") else f"{root}/v1/chat/completions"
-
-
-def completions_url(base_url: str) -> str:
-    """The completions URL under a base URL given with or without ``/v1``."""
-    return chat_completions_url(base_url).replace("/chat/completions", "/completions")
-
-
-def is_loopback_url(url: str) -> bool:
-    """Whether the URL's host is this machine's loopback: 127.0.0.0/8, ::1 or localhost."""
-    host = httpx.URL(url).host.lower()
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _check_settings(base_url: str, model: str, max_concurrency: int, timeout: float) -> None:
-    """Raise InvalidInputError for a malformed base URL, an empty model or bad limits."""
-    check_base_url(base_url, API_KEY_ENV)
-    if not model.strip():
-        raise InvalidInputError("model must name the model the server serves, got ''")
-    if max_concurrency < 1:
-        raise InvalidInputError(f"max_concurrency must be at least 1, got {max_concurrency}")
-    if not timeout > 0:
-        raise InvalidInputError(f"timeout must be a positive number of seconds, got {timeout}")

@@ -170,3 +170,8 @@ def _neutralised(match: re.Match[str]) -> str:
     """A control token with its first character JSON-escaped."""
     token = match.group()
     return f"\\u{ord(token[0]):04x}{token[1:]}"
+
+
+def candidate_groups(candidates: Sequence[Candidate], size: int) -> list[Sequence[Candidate]]:
+    """Consecutive groups of at most ``size`` candidates, one `grouped_prompt` each."""
+    return [candidates[start : start + size] for start in range(0, len(candidates), size)]

@@ -1,4 +1,8 @@
-"""SAG2Engine: the bounded rounds of judged retrieval and passage-term-passage expansion."""
+"""SAG2Engine: the bounded rounds of judged retrieval and passage-term-passage expansion.
+
+The rounds run here; what they know so far and the pools they judge are `state.py`'s
+bookkeeping, the result `output.py`'s, the blocking bridge `loop.py`'s.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +12,20 @@ import threading
 import time
 import warnings
 import weakref
-from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from .analysis import Profile, question_words
-from .analysis.paper.analyzer import sentence_words
-from .analysis.paper.diversity import diversity_words, paper_dpp_order, word_vectors
-from .analysis.paper.terms import PhraseTermIndex
-from .analysis.sag2.diversity import cosine_matrix, greedy_dpp_order, tfidf_vectors
-from .backends.base import LexicalBackend
-from .config import SAG2Config
-from .documents import Unit
-from .errors import JudgeError, RemoteJudgeRefusedError
-from .expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
-from .filters import Filters, parse_filters
-from .index_reads import TermIndex
-from .judges.base import (
+from ..analysis import Profile, question_words
+from ..analysis.paper.analyzer import sentence_words
+from ..analysis.paper.terms import PhraseTermIndex
+from ..backends.base import LexicalBackend
+from ..config import SAG2Config
+from ..errors import JudgeError, RemoteJudgeRefusedError
+from ..expansion import ExpansionTerm, Seed, expansion_candidates, select_terms
+from ..filters import Filters, parse_filters
+from ..index_reads import TermIndex
+from ..judges.base import (
     ALLOW_REMOTE_ENV,
     Candidate,
     ContextPassage,
@@ -35,68 +35,15 @@ from .judges.base import (
     remote_judges_allowed_by_environment,
     track_usage,
 )
-from .query import analysed_question, check_limit, check_question, query_terms
-from .results import RetrievalResult, RetrievedUnit, RoundTrace
+from ..query import analysed_question, check_limit, check_question, query_terms
+from ..results import RetrievalResult, RoundTrace
+from .loop import LoopThread
+from .output import finish
+from .state import Retrieval, RoundPlan, final_plan, first_expansion_plan
 
 T = TypeVar("T")
 # Called with each round's trace as soon as the round is scored; may be a coroutine function.
 RoundCallback = Callable[[RoundTrace], Awaitable[None] | None]
-
-
-@dataclass
-class _Retrieval:
-    """The evolving state of one question's retrieval."""
-
-    question: str
-    question_tokens: frozenset[str]
-    query_terms: list[str]
-    filters: Filters | None
-    units: dict[int, Unit] = field(default_factory=dict)
-    scores: dict[int, float] = field(default_factory=dict)
-    fusion: dict[int, float] = field(default_factory=dict)
-    found: dict[int, int] = field(default_factory=dict)
-    protected: list[int] = field(default_factory=list)
-    seed_history: list[int] = field(default_factory=list)
-    ranking: list[int] = field(default_factory=list)
-    lexical: list[tuple[int, float]] = field(default_factory=list)
-    # BM25 against the question of every pool member that matches it (a judge feature).
-    question_scores: dict[int, float] = field(default_factory=dict)
-    n_units: int = 0
-    trace: list[RoundTrace] = field(default_factory=list)
-    stop_reason: str = "completed"
-
-    def rank(self, pool: Sequence[int]) -> list[int]:
-        """Sort by (-judge score, -fusion score, document id, offset): the last keys are
-        what the unit is, so the order does not depend on the ids the index's writes gave."""
-        return sorted(
-            pool, key=lambda u: (-self.scores[u], -self.fusion.get(u, 0.0), self._where(u))
-        )
-
-    def _where(self, unit_id: int) -> tuple[str, int]:
-        """A unit's document id and character offset."""
-        unit = self.units[unit_id]
-        return unit.doc_id, unit.char_start
-
-    def record_candidates(self, candidates: Sequence[int], round_: int, fusion_k: int) -> None:
-        """Note when new candidates were found and their fusion score 1 / (k + rank)."""
-        for rank, unit_id in enumerate(candidates, start=1):
-            self.fusion.setdefault(unit_id, 1.0 / (fusion_k + rank))
-            self.found.setdefault(unit_id, round_)
-
-
-@dataclass(frozen=True)
-class _RoundPlan:
-    """One scoring round to run: pool, context, and what produced them (for the trace)."""
-
-    round: int
-    pool: list[int]
-    context: list[int]
-    note: str | None
-    with_previous_scores: bool
-    seeds: tuple[int, ...] = ()
-    terms: tuple[ExpansionTerm, ...] = ()
-    new: tuple[int, ...] = ()
-    planning_seconds: float = 0.0
 
 
 class SAG2Engine:
@@ -124,7 +71,7 @@ class SAG2Engine:
         self.index = index
         self.judge = judge
         self.config = config or SAG2Config()
-        self._loop_thread: _LoopThread | None = None
+        self._loop_thread: LoopThread | None = None
         self._loop_lock = threading.Lock()
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
@@ -180,7 +127,7 @@ class SAG2Engine:
         )
 
     async def _rounds_within_deadline(
-        self, state: _Retrieval, on_round: RoundCallback | None
+        self, state: Retrieval, on_round: RoundCallback | None
     ) -> None:
         """Run the rounds; running past ``config.deadline_seconds`` is a JudgeError."""
         deadline = self.config.deadline_seconds
@@ -212,11 +159,11 @@ class SAG2Engine:
         with self.index.snapshot():
             return step(*args)
 
-    def _start(self, question: str, filters: Filters | None) -> _Retrieval:
+    def _start(self, question: str, filters: Filters | None) -> Retrieval:
         """Analyse the question and fetch the initial BM25 candidates (filters in the query)."""
         config = self.config
         expr = parse_filters(filters)  # once, so a bad filter fails before any query
-        state = _Retrieval(
+        state = Retrieval(
             question,
             frozenset(question_words(analysed_question(question), self._profile)),
             query_terms(self.index, question, config.max_query_tokens),
@@ -233,13 +180,13 @@ class SAG2Engine:
             state.units.update(self.index.units(initial))
         return state
 
-    async def _run_rounds(self, state: _Retrieval, on_round: RoundCallback | None) -> None:
+    async def _run_rounds(self, state: Retrieval, on_round: RoundCallback | None) -> None:
         """Round 0 on the BM25 list, then up to ``hops`` expansions, stopping early if stuck."""
         initial = [unit_id for unit_id, _ in state.lexical]
         if not initial:
             state.stop_reason = "no lexical match"
             return
-        first = _RoundPlan(0, initial, [], None, False, new=tuple(initial))
+        first = RoundPlan(0, initial, [], None, False, new=tuple(initial))
         await self._score_round(state, first, on_round)
         if self.config.one_shot_budget is not None:
             return
@@ -251,16 +198,16 @@ class SAG2Engine:
             plan = replace(plan, planning_seconds=time.perf_counter() - started)
             await self._score_round(state, plan, on_round)
 
-    def _plan_expansion(self, state: _Retrieval, round_: int) -> _RoundPlan | None:
+    def _plan_expansion(self, state: Retrieval, round_: int) -> RoundPlan | None:
         """Seeds, terms and new candidates for an expansion round, and its pool and context."""
         expansion = self._expand(state, round_)
         if expansion is None:
             return None
         seeds, terms, new = expansion
         if round_ == 1:
-            plan = self._first_expansion_plan(state, new)
+            plan = first_expansion_plan(state, new, self.config)
         else:
-            plan = self._final_plan(state, new)
+            plan = final_plan(state, new, self.config)
         # The trace lists the new units this round actually judges.
         pool = set(plan.pool)
         judged_new = tuple(u for u in new if u in pool)
@@ -268,7 +215,7 @@ class SAG2Engine:
         return self._with_units(state, plan)
 
     def _expand(
-        self, state: _Retrieval, round_: int
+        self, state: Retrieval, round_: int
     ) -> tuple[list[int], list[ExpansionTerm], list[int]] | None:
         """Passage -> term -> passage: pick seeds, select their terms, fetch unseen units."""
         config = self.config
@@ -304,29 +251,7 @@ class SAG2Engine:
         state.record_candidates(new, round_, config.fusion_k)
         return seeds, terms, new
 
-    def _first_expansion_plan(self, state: _Retrieval, new: list[int]) -> _RoundPlan:
-        """Round 1: protected + all seeds + new units; context = seeds + the first new units."""
-        pool = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
-        context = [*state.seed_history, *new[: self.config.seeds_per_round]]
-        return _RoundPlan(1, pool, context, None, False)
-
-    def _final_plan(self, state: _Retrieval, new: list[int]) -> _RoundPlan:
-        """Round 2: a few new units, then history (pool members first, then by latest score);
-        context = the previous ranking's top units with their scores and a reassess note."""
-        config = self.config
-        union = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
-        members = [u for u in union if u in state.scores]
-        member_set = set(members)
-        earlier = sorted(
-            (u for u in state.scores if u not in member_set), key=lambda u: (-state.scores[u], u)
-        )
-        admitted = new[: config.final_new_candidates]
-        size = min(len(union), config.final_pool_size)
-        pool = list(dict.fromkeys([*admitted, *members, *earlier]))[:size]
-        context = state.ranking[: config.context_size]
-        return _RoundPlan(2, pool, context, config.reassess_note, True)
-
-    def _with_units(self, state: _Retrieval, plan: _RoundPlan) -> _RoundPlan:
+    def _with_units(self, state: Retrieval, plan: RoundPlan) -> RoundPlan:
         """Fetch the plan's new units and their question BM25; drop any a concurrent writer
         deleted since they ranked."""
         state.units.update(self.index.units(u for u in plan.pool if u not in state.units))
@@ -337,7 +262,7 @@ class SAG2Engine:
         return replace(plan, pool=pool, context=context)
 
     async def _score_round(
-        self, state: _Retrieval, plan: _RoundPlan, on_round: RoundCallback | None
+        self, state: Retrieval, plan: RoundPlan, on_round: RoundCallback | None
     ) -> None:
         """Judge every pool member in the plan's context, re-rank the pool, report the round."""
         started = time.perf_counter()
@@ -368,7 +293,7 @@ class SAG2Engine:
             if inspect.isawaitable(reported):
                 await reported
 
-    def _request(self, state: _Retrieval, plan: _RoundPlan) -> JudgeRequest:
+    def _request(self, state: Retrieval, plan: RoundPlan) -> JudgeRequest:
         """The judge request of a round: candidates, shared context and note (if enabled)."""
         candidates = tuple(
             Candidate(
@@ -392,69 +317,13 @@ class SAG2Engine:
         )
         return JudgeRequest(state.question, candidates, context, plan.note, self.config.instruction)
 
-    # -- output ----------------------------------------------------------------------------
-
     def _finish(
-        self, state: _Retrieval, top_k: int, usage: UsageSnapshot, degraded: bool
+        self, state: Retrieval, top_k: int, usage: UsageSnapshot, degraded: bool
     ) -> RetrievalResult:
-        """Keep the top units, diversify the first ones, and keep at most
-        ``units_per_document`` units of each source document (1: unique sources)."""
-        if degraded or not state.ranking:
-            ranked = [(u, s) for u, s in state.lexical][: self.config.keep]
-        else:
-            ranking = self._diversified(state, state.ranking[: self.config.keep])
-            ranked = [(u, state.scores[u]) for u in ranking]
-        # Read again: the output reflects the index as it is now, without units deleted by a
-        # concurrent writer while the judge was working.
-        units = self.index.units(u for u, _ in ranked)
-        ordered = [
-            _retrieved(units[u], score, state.found.get(u, 0), rank)
-            for rank, (u, score) in enumerate(ranked, start=1)
-            if u in units
-        ]
-        hits = _per_source(ordered, self.config.units_per_document)[:top_k]
-        metadata = self.index.metadata(hit.doc_id for hit in hits)
-        hits = [replace(hit, metadata=metadata.get(hit.doc_id, {})) for hit in hits]
-        return RetrievalResult(
-            state.question,
-            tuple(hits),
-            tuple(ordered),
-            tuple(state.trace),
-            usage,
-            "judge failed; lexical order" if degraded else state.stop_reason,
-            degraded,
-        )
+        """The result of the rounds (`output.finish`), read in the caller's snapshot."""
+        return finish(self.index, self.config, state, top_k, usage, degraded)
 
-    def _diversified(self, state: _Retrieval, ranking: list[int]) -> list[int]:
-        """Reorder the first ``diversity_top`` units by greedy DPP; the rest keep their order.
-
-        "sag2" vectors use the stored analyzer tokens with unit-level df over the index;
-        "paper" ones follow the port (`analysis/paper/diversity.py`).
-        """
-        top = ranking[: self.config.diversity_top]
-        if len(top) <= 2:
-            return ranking
-        if self._profile == "paper":
-            return self._paper_diversified(state, top) + ranking[len(top) :]
-        sentences = self.index.expansion_units(top)
-        token_lists = [
-            [tok for s in sentences.get(u, []) for term in s for tok in term.split()] for u in top
-        ]
-        df = self.index.document_frequencies({t for tokens in token_lists for t in tokens})
-        vectors = tfidf_vectors(token_lists, df, state.n_units)
-        quality = [state.scores[u] for u in top]
-        order = greedy_dpp_order(quality, cosine_matrix(vectors))
-        return [top[i] for i in order] + ranking[len(top) :]
-
-    def _paper_diversified(self, state: _Retrieval, top: list[int]) -> list[int]:
-        """The port's diversity step: body words, idf over the corpus's documents."""
-        bodies = [state.units[u].body for u in top]
-        words = {w for body in bodies for w in diversity_words(body)}
-        documents, df = self.index.word_document_frequencies(words)
-        order = paper_dpp_order([state.scores[u] for u in top], word_vectors(bodies, df, documents))
-        return [top[i] for i in order]
-
-    def _sentence_words(self, state: _Retrieval, unit_id: int) -> list[frozenset[str]] | None:
+    def _sentence_words(self, state: Retrieval, unit_id: int) -> list[frozenset[str]] | None:
         """Each sentence's words for the question-connection test ("paper" only)."""
         if self._profile != "paper":
             return None
@@ -471,11 +340,11 @@ class SAG2Engine:
 
     # -- sync bridge -----------------------------------------------------------------------
 
-    def _runner(self) -> _LoopThread:
+    def _runner(self) -> LoopThread:
         """The engine's private event loop thread, started on first blocking call."""
         with self._loop_lock:
             if self._loop_thread is None:
-                self._loop_thread = _LoopThread()
+                self._loop_thread = LoopThread()
                 self._finalizer = weakref.finalize(self, self._loop_thread.stop)
             return self._loop_thread
 
@@ -489,59 +358,7 @@ class SAG2Engine:
                 self._loop_thread = None
 
 
-class _LoopThread:
-    """A daemon thread running one event loop, so blocking calls reuse the judge's clients."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="sag2-loop")
-        self.thread.start()
-
-    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        """Run a coroutine on the loop and wait for its result."""
-        if threading.current_thread() is self.thread:
-            coroutine.close()
-            raise RuntimeError("a blocking SAG2 call cannot run inside the engine's own loop")
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
-
-    def stop(self) -> None:
-        """Stop and close the loop (a no-op when already stopped)."""
-        if self.loop.is_closed():
-            return
-        if threading.current_thread() is self.thread:
-            raise RuntimeError("cannot stop the engine's loop from inside it")
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join()
-        self.loop.close()
-
-
 def _check_request(question: object, top_k: object) -> None:
     """Reject a non-string question or a negative/non-integer top_k."""
     check_question(question)
     check_limit(top_k, "top_k")
-
-
-def _retrieved(unit: Unit, score: float, round_found: int, rank: int) -> RetrievedUnit:
-    """A result record for a unit."""
-    return RetrievedUnit(
-        unit.unit_id,
-        unit.doc_id,
-        unit.title,
-        unit.body,
-        score,
-        round_found,
-        rank,
-        unit.char_start,
-        unit.char_end,
-    )
-
-
-def _per_source(ordered: Sequence[RetrievedUnit], limit: int) -> list[RetrievedUnit]:
-    """The first ``limit`` units of each source document, in order."""
-    taken: Counter[str] = Counter()
-    kept = []
-    for hit in ordered:
-        if taken[hit.doc_id] < limit:
-            taken[hit.doc_id] += 1
-            kept.append(hit)
-    return kept
