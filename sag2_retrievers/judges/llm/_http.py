@@ -8,10 +8,10 @@ import email.utils
 import logging
 import math
 import random
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import tenacity
@@ -21,8 +21,6 @@ from ._concurrency import AdaptiveLimit
 from ._secrets import Secret, redact
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 TRANSIENT_STATUSES = frozenset({408, 429})
 # Statuses that say the server is busy; any other status that repeats is the server refusing
@@ -448,62 +446,3 @@ def _decode_json(endpoint: Endpoint, response: httpx.Response) -> Any:
                 "be misconfigured or the base URL may point elsewhere"
             )
         ) from exc
-
-
-async def gather_or_cancel(coroutines: Iterable[Awaitable[T]]) -> list[T]:
-    """Run awaitables concurrently; on any failure or cancellation, cancel and await the rest."""
-    tasks = [asyncio.ensure_future(coroutine) for coroutine in coroutines]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
-
-
-async def gather_warm_first(coroutines: Iterable[Awaitable[T]], warm_first: bool) -> list[T]:
-    """Like `gather_or_cancel`, but with ``warm_first`` the first awaitable runs alone.
-
-    The calls of a round share their prompt's opening; awaiting the first before starting
-    the rest lets the server's prefix cache hold that opening for all of them.
-    """
-    pending = iter(coroutines)
-    if not warm_first:
-        return await gather_or_cancel(pending)
-    first = next(pending, None)
-    if first is None:
-        return []
-    try:
-        opened = await first
-    except BaseException:
-        for rest in pending:
-            _discard(rest)
-        raise
-    return [opened, *await gather_or_cancel(pending)]
-
-
-def _discard(awaitable: Awaitable[object]) -> None:
-    """Close an awaitable that will never run, so no 'never awaited' warning is raised."""
-    close = getattr(awaitable, "close", None)
-    if close is not None:
-        close()
-
-
-def plan_batches(
-    shared_size: int, sizes: Sequence[int], budget: int, max_items: int | None = None
-) -> list[list[int]]:
-    """Group positions, in order, so each group plus the shared size stays within budget
-    and holds at most ``max_items`` positions."""
-    batches: list[list[int]] = []
-    current: list[int] = []
-    used = shared_size
-    for position, size in enumerate(sizes):
-        if current and (used + size > budget or len(current) == max_items):
-            batches.append(current)
-            current, used = [], shared_size
-        current.append(position)
-        used += size
-    if current:
-        batches.append(current)
-    return batches

@@ -38,7 +38,7 @@ import httpx
 
 from ...errors import InvalidInputError, JudgeError
 from ..base import CallEstimate, Candidate, Judge, JudgeRequest
-from ._http import gather_warm_first
+from ._concurrency import gather_warm_first
 from .endpoints import is_loopback_url
 from .grading import LONGEST_SHORT_ANSWER, UnreadableAnswer, graded_probability, unreadable_answer
 from .prompts import (

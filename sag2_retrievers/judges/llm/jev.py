@@ -14,6 +14,7 @@ import httpx
 
 from ...errors import InvalidInputError, JudgeConfigurationError, JudgeError
 from ..base import CallEstimate, Candidate, ContextPassage, Judge, JudgeRequest
+from ._concurrency import gather_or_cancel, plan_batches
 from ._http import (
     DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
@@ -21,9 +22,7 @@ from ._http import (
     RetryPolicy,
     check_base_url,
     finite_number,
-    gather_or_cancel,
     new_client,
-    plan_batches,
     post_json,
 )
 from ._secrets import Secret, read_key

@@ -31,6 +31,7 @@ import httpx
 
 from ...errors import JudgeError
 from ..base import CallEstimate, Candidate, Judge, JudgeRequest
+from ._concurrency import gather_or_cancel, gather_warm_first, plan_batches
 from ._http import (
     DEFAULT_MAX_REPLY_BYTES,
     Endpoint,
@@ -38,10 +39,7 @@ from ._http import (
     ReplyLimits,
     RetryPolicy,
     check_base_url,
-    gather_or_cancel,
-    gather_warm_first,
     new_client,
-    plan_batches,
     post_json,
     send_json,
 )
