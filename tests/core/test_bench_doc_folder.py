@@ -1,4 +1,4 @@
-"""benchmarks/doc_folder.py scores what it claims: copies of an answer file count as it,
+"""benchmarks/quality/doc_folder.py scores what it claims: copies of an answer file count as it,
 questions without an answer file here are skipped and counted, recall and drops add up."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from types import ModuleType
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks" / "quality"
 MIT = "Quokka is distributed under the MIT license; see the file LICENSE."
 
 
 @pytest.fixture
 def doc_folder() -> Iterator[ModuleType]:
-    """benchmarks/doc_folder.py, imported as the benchmarks import their helpers."""
+    """benchmarks/quality/doc_folder.py, imported as the benchmarks import their helpers."""
     sys.path.insert(0, str(BENCHMARKS))
     try:
         yield importlib.import_module("doc_folder")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.learned_training import (
+from benchmarks.quality.learned_training import (
     RecordingJudge,
     collect_requests,
     labelled_examples,

@@ -44,7 +44,7 @@ DISTRACTOR = Candidate(
     question_bm25=3.0,
 )
 REQUEST = JudgeRequest(QUESTION, (DISTRACTOR, BRIDGE), (WORK, COUNTRY))
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks" / "quality"
 
 
 def column(name: str) -> int:

@@ -1,5 +1,5 @@
 """The "paper" profile's rules on the strings where it disagreed with the authors' port
-(issue 21, benchmarks/port_agreement.py). Expected values are what the port (zleap-sag2
+(issue 21, benchmarks/quality/port_agreement.py). Expected values are what the port (zleap-sag2
 0.2.0.post1) gives for the same strings; the port itself is not needed here."""
 
 from __future__ import annotations
