@@ -1,8 +1,9 @@
 """Record (or check) rankings on the shared sets, to prove a refactor leaves results identical.
 
 Run from the repository root: ``python benchmarks/quality/reference_rankings.py OUT.json`` records
-BM25 top-100 (unit ids and scores) and SAG2 top-10 / full unit ranking under the deterministic
-overlap judge, with and without a metadata filter, on the KAG subset (pooled corpus), the
+BM25 top-100 (unit ids and scores) and SAG2 top-10 / full unit ranking under a judge (``--judge``,
+a `make_judge` name: by default the deterministic overlap judge "fake"; "local-pool" for the
+default offline judge), with and without a metadata filter, on the KAG subset (pooled corpus), the
 MuSiQue train fixture and 5,000 synthetic passages; ``--check OUT.json`` compares with a record.
 """
 
@@ -22,7 +23,7 @@ from speed.index_and_bm25 import synthetic_passages
 from sag2_retrievers import Document, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions, pool_corpus
 from sag2_retrievers.eval.datasets import Passage, unique_passages
-from sag2_retrievers.judges.fakes import OverlapJudge
+from sag2_retrievers.judges.factory import make_judge
 
 
 def documents(passages: list[Passage]) -> list[Document]:
@@ -30,12 +31,12 @@ def documents(passages: list[Passage]) -> list[Document]:
     return [Document(p.doc_id, p.text, p.title, {"half": n % 2}) for n, p in enumerate(passages)]
 
 
-def record(passages: list[Passage], questions: list[str], path: Path) -> dict[str, Any]:
+def record(passages: list[Passage], questions: list[str], path: Path, judge: str) -> dict[str, Any]:
     """Rankings of every question on one corpus."""
     out: dict[str, Any] = {}
     with SQLiteIndex(path) as index:
         index.add_documents(documents(passages), parallel=False)
-        engine = SAG2Engine(index, OverlapJudge())
+        engine = SAG2Engine(index, make_judge(judge, db_path=str(path)))
         for question in questions:
             row: dict[str, Any] = {}
             for label, filters in (("all", None), ("half", {"half": 1})):
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)
     parser.add_argument("--check", action="store_true")
+    parser.add_argument("--judge", default="fake", help="a make_judge name (default: fake)")
     args = parser.parse_args(argv)
     kag = load_questions(KAG_QUESTIONS)
     train = load_questions(TRAIN_QUESTIONS)
@@ -73,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, (passages, questions) in sets.items():
-            result[name] = record(passages, questions, Path(tmp) / f"{name}.db")
+            result[name] = record(passages, questions, Path(tmp) / f"{name}.db", args.judge)
     if not args.check:
         args.out.write_text(json.dumps(result))
         return 0
