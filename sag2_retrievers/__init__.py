@@ -1,6 +1,6 @@
 """sag2-retrievers: SAG2 multi-hop retrieval over one SQLite FTS5 file with a query-time judge."""
 
-from .backends.base import DocumentIndex, Filters, LexicalBackend, SearchHit
+from .backends.base import DocumentIndex, LexicalBackend
 from .backends.sqlite import SQLiteIndex
 from .config import SAG2Config
 from .documents import Document, Unit
@@ -17,6 +17,8 @@ from .errors import (
     RemoteJudgeRefusedError,
     SAG2Error,
 )
+from .filters import Filters
+from .index_reads import SearchHit
 from .judges.base import Candidate, ContextPassage, Judge, JudgeRequest
 from .results import RetrievalResult, RetrievedUnit, RoundTrace
 from .settings import IndexSettings

@@ -14,10 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from ..backends.base import DocumentIndex, SearchHit
+from ..backends.base import DocumentIndex
 from ..config import SAG2Config
 from ..engine import SAG2Engine
 from ..errors import InvalidInputError
+from ..index_reads import SearchHit
 from ..input_files import read_json
 from ..judges.base import DEFAULT_INSTRUCTION, REASSESS_NOTE, Judge, UsageSnapshot
 from ..results import RetrievalResult
