@@ -1,4 +1,6 @@
-"""Evidence judges: the contract, deterministic fakes, hosted JEV, self-hosted LLMs, a cache."""
+"""Evidence judges: the contract (`base`), a cache (`cache`), judges by name (`factory`), and
+one place per family that knows no other: `llm/` (hosted JEV, OpenAI-compatible servers,
+framework chat models), `offline/` (the pool judge), `fakes` (deterministic, for tests)."""
 
 from .base import (
     DEFAULT_INSTRUCTION,
