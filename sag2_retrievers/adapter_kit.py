@@ -12,8 +12,10 @@ Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
   else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
 - **empty documents** (blank text) are skipped with one warning naming them, or refused.
 - **exact repeats** (same id, text and metadata) in one batch are indexed once.
-- **titles**: the title metadata, else the text's first markdown ``# H1`` (markdown files and
-  texts without a file name), else the file name without its extension.
+- **titles**: the title metadata, else the file's own first heading (a markdown ``# H1``, a
+  reStructuredText title, an HTML ``<title>``; a text without a file name is read as
+  markdown), else the file name without its extension, after its folder's name when the name
+  is generic (``requests copyright``, ``json init``): see file_titles.py.
 """
 
 from __future__ import annotations
@@ -34,13 +36,12 @@ from .backends.base import DocumentIndex
 from .backends.sqlite import SQLiteIndex, remove_index_files
 from .documents import MAX_TITLE_CHARS
 from .errors import InvalidInputError, JudgeConfigurationError
+from .file_titles import file_kind, first_heading, name_title
 from .judges.base import Candidate, Judge
 from .judges.factory import make_judge
-from .markdown import first_h1
 from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
-MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
 NAMES_IN_WARNING = 10
 
 
@@ -149,19 +150,26 @@ def display_name(record: SourceRecord, position: int) -> str:
 
 
 def document_title(text: str, metadata: Mapping[str, Any], title_key: str | None) -> str:
-    """The title to index: metadata ``title_key``, else a markdown H1, else the file name."""
+    """The title to index: metadata ``title_key``, else the file's own first heading, else
+    its name (after its folder's name when the name is generic)."""
     given = metadata.get(title_key) if title_key else None
     if isinstance(given, str) and given.strip():
         return given
     name = _file_name(metadata)
-    if name is None or PurePath(name).suffix.lower() in MARKDOWN_SUFFIXES:
-        heading = first_h1(text)
-        if heading:
-            return heading[:MAX_TITLE_CHARS]
+    heading = first_heading(text, file_kind(name))
+    if heading:
+        return heading[:MAX_TITLE_CHARS]
     if name is None:
         return ""
-    stem = PurePath(name).stem if PurePath(name).suffix else name
-    return " ".join(stem.replace("_", " ").split())[:MAX_TITLE_CHARS]
+    return name_title(name, _folder_name(metadata))[:MAX_TITLE_CHARS]
+
+
+def _folder_name(metadata: Mapping[str, Any]) -> str | None:
+    """The name of the folder holding the record's file, when its path is a local one."""
+    path = _path(metadata)
+    if path is None or "://" in path:
+        return None
+    return PurePath(path).parent.name or None
 
 
 def _file_name(metadata: Mapping[str, Any]) -> str | None:
