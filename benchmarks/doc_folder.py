@@ -2,7 +2,7 @@
 top-3 answers SAG2 drops, and the engine's time per question against the fake judge's.
 
     python benchmarks/doc_folder.py [--questions FILE.json] [--judges local fake]
-                                    [--index-dir DIR] [--out FILE.json]
+                                    [--index-dir DIR] [--out FILE.json] [--skip-compressed]
 
 The hand-written questions (`doc_folder_questions.json`) ask what a user of a Debian system
 would: a package's licence, what it is, how to configure it, release-note facts, API pages (in
@@ -92,14 +92,16 @@ def load_questions(path: Path) -> tuple[list[DocQuestion], int]:
     return kept, skipped
 
 
-def built_index(folder: Path, index_dir: Path) -> tuple[Path, float | None]:
+def built_index(
+    folder: Path, index_dir: Path, options: Sequence[str] = ()
+) -> tuple[Path, float | None]:
     """The folder's index file, built with `sag2 index` unless a previous run left it; the
     seconds the build took (None when reused)."""
     db = index_dir / f"{'_'.join(folder.parts[1:]) or 'root'}.sqlite"
     if db.exists():
         return db, None
     sag2 = str(Path(sys.executable).parent / "sag2")
-    command = [sag2, "index", str(folder), "--db", str(db), "-q", "--skip-unreadable"]
+    command = [sag2, "index", str(folder), "--db", str(db), "-q", "--skip-unreadable", *options]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
@@ -241,6 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judges", nargs="+", default=["local", REFERENCE_JUDGE])
     parser.add_argument("--index-dir", type=Path, help="keep (and reuse) the indexes here")
     parser.add_argument("--out", type=Path, help="write the report and every question's row")
+    parser.add_argument(
+        "--skip-compressed",
+        action="store_true",
+        help="index without .gz/.bz2/.xz files (sag2 index --skip-compressed)",
+    )
     args = parser.parse_args(argv)
     questions, skipped = load_questions(args.questions)
     folders = sorted({question.folder for question in questions})
@@ -255,11 +262,12 @@ def main(argv: list[str] | None = None) -> int:
         "folders": {},
     }
     rows: list[dict[str, Any]] = []
+    options = ["--skip-compressed"] if args.skip_compressed else []
     with tempfile.TemporaryDirectory() as scratch:
         index_dir = args.index_dir or Path(scratch)
         index_dir.mkdir(parents=True, exist_ok=True)
         for folder in folders:
-            db, seconds = built_index(folder, index_dir)
+            db, seconds = built_index(folder, index_dir, options)
             with SQLiteIndex(db, create=False) as index:
                 documents = index.document_count()
             asked = [question for question in questions if question.folder == folder]

@@ -155,7 +155,7 @@ def test_a_gz_expanding_past_the_bound_is_refused(
     monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 1000)
     bomb = tmp_path / "bomb.txt.gz"
     bomb.write_bytes(gzip.compress(b"a" * 100_000))
-    with pytest.raises(input_files.InvalidInputError, match="1,000 bytes .* once decompressed"):
+    with pytest.raises(input_files.InvalidInputError, match=r"1,000 bytes .* once decompressed"):
         input_files.read_bounded(bomb)
 
 
