@@ -21,7 +21,7 @@ from ..errors import InvalidInputError
 from ..judges.base import Judge
 from ..judges.factory import JUDGE_NAMES, ServerOptions, default_judge_name, make_judge
 from ..judges.transports import TEMPLATES
-from ..server_dsn import is_server
+from ..server_dsn import is_server, shown
 
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
@@ -227,19 +227,41 @@ def _judge_name(args: argparse.Namespace) -> str:
 
 @contextlib.contextmanager
 def existing_index(db: str) -> Iterator[DocumentIndex]:
-    """Open an index that must already exist (opening a missing path would create one)."""
+    """Open an index that must already exist (opening a missing path would create one) and
+    hold documents: an empty one answers nothing, whatever the question's wording."""
     if is_server(db):
         from ..backends.postgres import PostgresIndex
 
         with PostgresIndex(db, create=False) as server_index:
+            _refuse_empty(server_index, shown(db))
             yield server_index
         return
+    refuse_folder(db)
     if not Path(db).is_file():
         raise InvalidInputError(
             f"index file {db!r} does not exist; build it with `sag2 index CORPUS --db {db}`"
         )
     with SQLiteIndex(db, create=False) as index:
+        _refuse_empty(index, db)
         yield index
+
+
+def refuse_folder(db: str) -> None:
+    """Refuse a --db naming a folder, saying so (an index is one file)."""
+    if Path(db).is_dir():
+        raise InvalidInputError(
+            f"--db {db!r} is a folder; an index is one file: give a file path such as "
+            f"{str(Path(db) / 'index.sqlite')!r}"
+        )
+
+
+def _refuse_empty(index: DocumentIndex, name: str) -> None:
+    """Refuse an index holding no documents, naming the command that fills it."""
+    if index.document_count() == 0:
+        raise InvalidInputError(
+            f"index {name!r} is empty (0 documents), so no question can find anything; add "
+            f"documents with `sag2 index CORPUS --db {name}`"
+        )
 
 
 @contextlib.contextmanager
@@ -275,5 +297,5 @@ def preview(text: str, terms: Iterable[str] = ()) -> str:
     start = max(0, min(found, default=0) - TEXT_PREVIEW_CHARS // 4)
     if start:
         start = flat.find(" ", start) + 1 or start
-    shown = flat[start : start + TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0]
-    return ("... " if start else "") + shown + " ..."
+    excerpt = flat[start : start + TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0]
+    return ("... " if start else "") + excerpt + " ..."

@@ -33,6 +33,7 @@ from .common import (
     make_parent,
     positive_int,
     progress,
+    refuse_folder,
     warn,
 )
 
@@ -125,6 +126,7 @@ def run_index(args: argparse.Namespace) -> int:
     claims = IdClaims()
     if is_server(args.db):
         return _index_on_server(args, corpus, tally, claims, fallback)
+    refuse_folder(args.db)
     existed = Path(args.db).exists()
     make_parent(args.db)
     started = time.perf_counter()

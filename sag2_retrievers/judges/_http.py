@@ -8,6 +8,7 @@ import email.utils
 import logging
 import math
 import random
+import socket
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,7 +29,18 @@ TRANSIENT_STATUSES = frozenset({408, 429})
 # Statuses that say the server is busy; any other status that repeats is the server refusing
 # this request, and its own words say why better than a guess about load.
 BUSY_STATUSES = frozenset({408, 429, 502, 503, 504})
+# A connection that closes mid-request (a keep-alive race, a restarting server) may work on a
+# retry; a connection never made (ConnectError: no such host, nothing listening) will not.
 TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# What the resolver and the kernel say, for errors that reach httpx only as text.
+_NAME_RESOLUTION_WORDS = (
+    "name or service not known",
+    "temporary failure in name resolution",
+    "nodename nor servname",
+    "getaddrinfo",
+    "no address associated",
+)
+_REFUSED_WORDS = ("connection refused", "errno 111", "actively refused")
 BODY_EXCERPT_CHARS = 300
 DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
 
@@ -89,6 +101,7 @@ class TransientHTTPFailure(Exception):
         self.retry_after = retry_after
         self.status = status
         self.body = body
+        self.timed_out = False
 
 
 class RefusedRequest(JudgeError):
@@ -283,10 +296,16 @@ def _gave_up_message(endpoint: Endpoint, policy: RetryPolicy, failure: Transient
     """Why retrying stopped: load advice for timeouts and busy statuses, else the server's
     own words, since a 4xx/5xx that repeats will not go away by waiting."""
     attempts = f"gave up after {policy.max_attempts} attempts"
-    if failure.status is None or failure.status in BUSY_STATUSES:
+    last = str(failure).rstrip(". ")
+    if failure.timed_out or failure.status in BUSY_STATUSES:
         return endpoint.describe(
-            f"{attempts}; last failure: {failure}. The service may be overloaded or "
-            "unreachable: try again later or lower the judge's concurrency."
+            f"{attempts}; last failure: {last}. The service may be overloaded: try again "
+            "later or lower the judge's concurrency"
+        )
+    if failure.status is None:
+        return endpoint.describe(
+            f"{attempts}; the connection closed without a complete reply each time (last: "
+            f"{last}); check that the base URL names the model server and read its log"
         )
     return endpoint.describe(
         f"{attempts}; the server answered HTTP {failure.status} each time and said: "
@@ -317,9 +336,13 @@ async def _attempt_post(
         except asyncio.TimeoutError as exc:
             if gate is not None:
                 gate.overloaded()
-            raise TransientHTTPFailure(
+            raise _timed_out(
                 f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
             ) from exc
+        except httpx.ConnectError as exc:
+            raise JudgeError(endpoint.describe(connect_failure(endpoint.url, exc))) from exc
+        except httpx.TimeoutException as exc:
+            raise _timed_out(f"{type(exc).__name__}: {exc}") from exc
         except TRANSIENT_TRANSPORT_ERRORS as exc:
             raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
@@ -331,6 +354,47 @@ async def _attempt_post(
     if gate is not None:
         gate.succeeded()
     return response
+
+
+def _timed_out(reason: str) -> TransientHTTPFailure:
+    """A failure by deadline, the one transport failure that load explains."""
+    failure = TransientHTTPFailure(reason)
+    failure.timed_out = True
+    return failure
+
+
+def connect_failure(url: str, error: httpx.ConnectError) -> str:
+    """Why no connection was made, in words that say which fix applies: a host name that does
+    not resolve (a typo, no network), nothing listening at the address, or another reason."""
+    host = httpx.URL(url).host
+    port = httpx.URL(url).port
+    address = f"{host}:{port}" if port else host
+    said = " ".join(str(link).lower() for link in _causes(error))
+    if any(isinstance(link, socket.gaierror) for link in _causes(error)) or any(
+        words in said for words in _NAME_RESOLUTION_WORDS
+    ):
+        return (
+            f"the host name {host!r} could not be resolved (DNS); check the base URL's host "
+            "and that this machine has a network connection (not retried)"
+        )
+    if any(isinstance(link, ConnectionRefusedError) for link in _causes(error)) or any(
+        words in said for words in _REFUSED_WORDS
+    ):
+        return (
+            f"{address} refused the connection (no server listening there); start the server "
+            "or check the base URL's host and port (not retried)"
+        )
+    return f"could not connect to {address} ({error}); check the base URL (not retried)"
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    """The error and every error it was raised from, outermost first."""
+    chain: list[BaseException] = []
+    link: BaseException | None = error
+    while link is not None and link not in chain:
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    return chain
 
 
 async def _send_and_read(
