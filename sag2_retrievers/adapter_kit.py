@@ -1,8 +1,9 @@
 """The adapter kit: what both framework adapters do around the core, written once.
 
 Lifecycle: `open_index` opens the given backend or an SQLite file (a temporary one when no
-path is given), `judge_or_local` falls back to the offline local judge, `precompute_judge`
-lets the judge prepare added passages, and `AdapterIndex.release` closes it all again.
+path is given), `judge_or_local` falls back to the offline local judge, `write_and_prepare`
+writes what changed and lets the judge prepare those passages, and `AdapterSession` closes
+the engine and the index once, from either adapter's ``close`` or ``aclose``.
 
 Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
 
@@ -12,6 +13,11 @@ Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
   else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
 - **empty documents** (blank text) are skipped with one warning naming them, or refused.
 - **exact repeats** (same id, text and metadata) in one batch are indexed once.
+- **re-runs**: a document the index holds already with the same text, title and metadata
+  is not written again (`write_changed`), so re-running an ingest of unchanged files writes
+  nothing; metadata a reader refreshes on every read (``last_accessed_date``) is ignored.
+- **sources**: a chunk's source document with a random id gets the stable one its file path
+  (else its content hash) gives (`stable_source_id`), so re-runs keep the ids they return.
 - **titles**: the title metadata, else the file's own first heading (a markdown ``# H1``, a
   reStructuredText title, an HTML ``<title>``; a text without a file name is read as
   markdown), else the file name without its extension, after its folder's name when the name
@@ -34,14 +40,18 @@ from typing import Any
 
 from .backends.base import DocumentIndex
 from .backends.sqlite import SQLiteIndex, remove_index_files
-from .documents import MAX_TITLE_CHARS
-from .errors import InvalidInputError, JudgeConfigurationError
+from .documents import MAX_TITLE_CHARS, Document
+from .engine import SAG2Engine
+from .errors import InvalidInputError, JudgeConfigurationError, SAG2Error
 from .file_titles import file_kind, first_heading, name_title
 from .judges.base import Candidate, Judge
 from .judges.factory import make_judge
 from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
+# Metadata LlamaIndex's SimpleDirectoryReader refreshes whenever a file is read (the day it
+# was last read): it says nothing about the file, so it alone does not make a rewrite.
+VOLATILE_KEYS = frozenset({"last_accessed_date"})
 NAMES_IN_WARNING = 10
 
 
@@ -97,6 +107,45 @@ def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter
         return path
     parts[path] += 1
     return f"{path}_part_{parts[path] - 1}"
+
+
+def stable_source_id(source_id: str, metadata: Mapping[str, Any], content_hash: str | None) -> str:
+    """A source document's id that a re-run gives again: its own unless random, else its
+    file path, else its content hash (LlamaIndex's ``hash`` of the source), else its own."""
+    if not is_random_id(source_id):
+        return source_id
+    path = _path(metadata)
+    if path is not None:
+        return path
+    return content_id(content_hash, {}) if content_hash else source_id
+
+
+def write_changed(index: DocumentIndex, documents: Sequence[Document]) -> list[Document]:
+    """Add the documents the index does not hold already unchanged, in one transaction;
+    return those written (a re-run of unchanged files writes none)."""
+    changed = [document for document in documents if not is_stored_unchanged(index, document)]
+    if changed:
+        index.add_documents(changed)
+    return changed
+
+
+def is_stored_unchanged(index: DocumentIndex, document: Document) -> bool:
+    """Whether the index holds this document already with the same text, title and metadata
+    (volatile metadata aside). A document with a heading path is always rewritten: the
+    stored document does not keep it to compare."""
+    stored = index.document(document.id)
+    if stored is None or document.heading:
+        return False
+    if (stored.text, stored.title) != (document.text, document.title):
+        return False
+    if stored.metadata_json == document.metadata_json:
+        return True
+    return _lasting(stored.metadata) == _lasting(document.metadata)
+
+
+def _lasting(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata without the keys a reader refreshes on every read."""
+    return {key: value for key, value in metadata.items() if key not in VOLATILE_KEYS}
 
 
 def content_id(text: str, metadata: Mapping[str, Any]) -> str:
@@ -251,6 +300,48 @@ def open_index(
             scratch.cleanup()
         raise
     return AdapterIndex(index, location, not existed, scratch)
+
+
+def write_and_prepare(
+    index: DocumentIndex, judge: Judge, batch: Sequence[Document], *, prepare: bool
+) -> list[Document]:
+    """Write the documents the index does not hold unchanged, then (with ``prepare``) let
+    the judge prepare their passages; return those written."""
+    written = write_changed(index, batch)
+    if prepare and written:
+        precompute_judge(index, judge, [document.id for document in written])
+    return written
+
+
+@dataclass
+class AdapterSession:
+    """What a retriever runs on, the engine and the index it opened, closed once whichever
+    of ``close`` and ``aclose`` comes first; ``reopen`` says how to open the index again."""
+
+    opened: AdapterIndex
+    engine: SAG2Engine
+    reopen: str
+    closed: bool = False
+
+    def close(self) -> None:
+        """Close the engine (and its judge), then release the index."""
+        if not self.closed:
+            self.closed = True
+            self.engine.close()
+            self.opened.release()
+
+    async def aclose(self) -> None:
+        """Async `close`: the judge is closed on the running event loop."""
+        if not self.closed:
+            self.closed = True
+            await self.engine.aclose()
+            self.opened.release()
+
+    def open_engine(self) -> SAG2Engine:
+        """The engine, or an error saying how to open the index again once closed."""
+        if self.closed:
+            raise SAG2Error(f"this retriever is closed; {self.reopen}")
+        return self.engine
 
 
 def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .adapter_kit import document_title
+from .adapter_kit import document_title, is_stored_unchanged
 from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
@@ -158,7 +158,11 @@ def add_in_batches(
     counts = {"records": 0, "batches": 0, "unchanged": 0}
 
     def changed(batch: dict[str, Document]) -> list[Document]:
-        kept = [doc for doc in batch.values() if not (skip_unchanged and _stored(index, doc))]
+        kept = [
+            doc
+            for doc in batch.values()
+            if not (skip_unchanged and is_stored_unchanged(index, doc))
+        ]
         counts["unchanged"] += len(batch) - len(kept)
         if on_batch is not None and len(kept) < len(batch):
             on_batch(len(batch) - len(kept))
@@ -180,17 +184,6 @@ def add_in_batches(
 
     units = index.ingest(batches(), on_batch=on_batch)
     return IngestReport(counts["records"], counts["batches"], units, counts["unchanged"])
-
-
-def _stored(index: DocumentIndex, document: Document) -> bool:
-    """Whether the index holds this document already with the same text, title and metadata."""
-    stored = index.document(document.id)
-    return (
-        stored is not None
-        and not document.heading
-        and (stored.text, stored.title, stored.metadata_json)
-        == (document.text, document.title, document.metadata_json)
-    )
 
 
 def _read_jsonl(path: Path, fallback: str | None) -> Iterator[Document]:
