@@ -2,7 +2,7 @@
 top-3 answers SAG2 drops, and the engine's time per question against the fake judge's.
 
     python benchmarks/doc_folder.py [--questions FILE.json] [--judges local fake]
-                                    [--index-dir DIR] [--out FILE.json] [--skip-compressed]
+                                    [--index-dir DIR] [--out FILE.json] [--read-compressed]
 
 The hand-written questions (`doc_folder_questions.json`) ask what a user of a Debian system
 would: a package's licence, what it is, how to configure it, release-note facts, API pages (in
@@ -244,9 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--index-dir", type=Path, help="keep (and reuse) the indexes here")
     parser.add_argument("--out", type=Path, help="write the report and every question's row")
     parser.add_argument(
-        "--skip-compressed",
+        "--read-compressed",
         action="store_true",
-        help="index without .gz/.bz2/.xz files (sag2 index --skip-compressed)",
+        help="index .gz/.bz2/.xz files too (sag2 index --read-compressed)",
     )
     args = parser.parse_args(argv)
     questions, skipped = load_questions(args.questions)
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         "folders": {},
     }
     rows: list[dict[str, Any]] = []
-    options = ["--skip-compressed"] if args.skip_compressed else []
+    options = ["--read-compressed"] if args.read_compressed else []
     with tempfile.TemporaryDirectory() as scratch:
         index_dir = args.index_dir or Path(scratch)
         index_dir.mkdir(parents=True, exist_ok=True)

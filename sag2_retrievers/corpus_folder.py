@@ -2,7 +2,7 @@
 
 Inside a folder only .json/.jsonl/.ndjson files are corpora (a .json file that is not one is
 read as text, with a note); every other file that is not binary is one text document (a README
-starting with "[" is text, not a JSON guess), .gz/.bz2/.xz files decompressed."""
+starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files decompressed when asked."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ SKIP_REASONS = {
     "hidden": "hidden",
     "binary": "binary",
     "blank": "blank",
-    "compressed": "compressed (--skip-compressed)",
+    "compressed": "compressed (--read-compressed reads them)",
     "glob": "not matching --glob",
     "outside": "a symlink to a file outside the folder",
     "undecodable": "not UTF-8 text",
@@ -113,12 +113,12 @@ class FolderTally:
 class FolderCorpus:
     """A folder to read: its resolved path, the --glob patterns (none: every text file), the
     encoding of text files that are not UTF-8 (none: they are tallied, not read) and whether
-    .gz/.bz2/.xz files are left out (by default they are read decompressed)."""
+    .gz/.bz2/.xz files are read decompressed (by default they are counted as skipped)."""
 
     folder: Path
     globs: Sequence[str] = ()
     fallback: str | None = None
-    skip_compressed: bool = False
+    read_compressed: bool = False
 
     @classmethod
     def at(
@@ -127,12 +127,12 @@ class FolderCorpus:
         globs: Sequence[str] = (),
         fallback: str | None = None,
         *,
-        skip_compressed: bool = False,
+        read_compressed: bool = False,
     ) -> FolderCorpus:
         """The folder however it was spelled (relative, absolute, through ``..``), resolved."""
         if not folder.is_dir():
             raise InvalidInputError(f"folder {str(folder)!r} does not exist or is not a folder")
-        return cls(folder.resolve(), tuple(globs), fallback, skip_compressed)
+        return cls(folder.resolve(), tuple(globs), fallback, read_compressed)
 
     def files(self, tally: FolderTally) -> list[tuple[str, Path]]:
         """Every file under the folder as (relative posix path, path), in path order; a hidden
@@ -210,7 +210,7 @@ class FolderCorpus:
             return "glob"
         if path.suffix.lower() in BINARY_SUFFIXES:
             return "binary"
-        if self.skip_compressed and is_compressed(path):
+        if not self.read_compressed and is_compressed(path):
             return "compressed"
         return "binary" if looks_binary(path) else None
 

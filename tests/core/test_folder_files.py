@@ -63,7 +63,7 @@ def test_generic_file_names_take_their_folder_and_headings_win(
     packages: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "d.sqlite"
-    code, _, err = run(["index", str(packages), "--db", str(db), "-q"], capsys)
+    code, _, err = run(["index", str(packages), "--db", str(db), "-q", "--read-compressed"], capsys)
     assert code == 0, err
     assert titles(db, ["pump/copyright", "valve/copyright", "valve/__init__.py"]) == {
         "pump/copyright": "pump copyright",
@@ -81,7 +81,7 @@ def test_compressed_text_files_are_read_decompressed(
     packages: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = tmp_path / "d.sqlite"
-    code, out, _ = run(["index", str(packages), "--db", str(db), "-q"], capsys)
+    code, out, _ = run(["index", str(packages), "--db", str(db), "-q", "--read-compressed"], capsys)
     assert code == 0
     with SQLiteIndex(db, create=False) as index:
         changelog = index.document("valve/changelog.Debian.gz")
@@ -93,13 +93,13 @@ def test_compressed_text_files_are_read_decompressed(
     assert "9 files read, 1 skipped (1 blank)" in out
 
 
-def test_skip_compressed_leaves_them_out_and_counts_them(
+def test_by_default_compressed_files_are_counted_with_the_option_that_reads_them(
     packages: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     db = str(tmp_path / "d.sqlite")
-    code, out, err = run(["index", str(packages), "--db", db, "-q", "--skip-compressed"], capsys)
+    code, out, err = run(["index", str(packages), "--db", db, "-q"], capsys)
     assert code == 0 and err == ""
-    assert "5 files read, 5 skipped (1 blank, 4 compressed (--skip-compressed))" in out
+    assert "5 files read, 5 skipped (1 blank, 4 compressed (--read-compressed reads them))" in out
 
 
 def test_html_is_indexed_as_the_text_a_reader_sees(
@@ -141,7 +141,8 @@ def test_a_damaged_gz_is_a_real_failure_named_by_its_path_in_the_folder(
     (folder / "pump" / "README").write_text("The pump.\n")
     (folder / "pump" / "changelog.gz").write_bytes(b"\x1f\x8b\x08\x00broken")
     db = str(tmp_path / "d.sqlite")
-    code, _, err = run(["index", str(folder), "--db", db, "-q", "--encoding", "latin-1"], capsys)
+    options = ["-q", "--encoding", "latin-1", "--read-compressed"]
+    code, _, err = run(["index", str(folder), "--db", db, *options], capsys)
     assert code == 1
     assert "skipped 'pump/changelog.gz': not a readable .gz file" in err
     assert str(folder) not in err
