@@ -79,7 +79,7 @@ def build(path: Path, passages: Sequence[Passage], profile: Profile) -> SQLiteIn
 
 def judge_named(name: str, passages: Sequence[Passage]) -> Judge:
     """The named judge; the local one with its passage embeddings computed once, cached."""
-    judge = make_judge(name, db_path=str(RUNS / "embeddings.sqlite"))
+    judge = make_judge(name)
     judge.precompute([Candidate(p.title, p.text) for p in passages])
     return judge
 

@@ -154,7 +154,7 @@ def run_folder(
     identities = Identities(folder)
     rows = []
     with SQLiteIndex(db, create=False) as index:
-        engines = {name: SAG2Engine(index, make_judge(name, db_path=str(db))) for name in judges}
+        engines = {name: SAG2Engine(index, make_judge(name)) for name in judges}
         try:
             for engine in engines.values():  # page cache and first-call set-up, not counted
                 engine.retrieve(questions[0].question, top_k=TOP_K)

@@ -344,14 +344,12 @@ class AdapterSession:
         return self.engine
 
 
-def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:
-    """The given judge, else the default offline judge (the pool judge; were ``local`` a
-    MiniLM judge, it would cache embeddings in the SQLite file, in memory for another backend)."""
+def judge_or_local(judge: Judge | None) -> Judge:
+    """The given judge, else the default offline judge (the pool judge)."""
     if judge is not None:
         return judge
-    path = index.path if isinstance(index, SQLiteIndex) else None
     try:
-        return make_judge("local", db_path=None if path is None else str(path))
+        return make_judge("local")
     except JudgeConfigurationError as error:
         raise JudgeConfigurationError(
             f"{error}; or pass judge= explicitly (for example a JEVJudge, or OverlapJudge in tests)"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 # Elements whose content is not text a reader sees.
-HIDDEN = frozenset({"script", "style", "template", "noscript", "svg"})
+HIDDEN_ELEMENTS = frozenset({"script", "style", "template", "noscript", "svg"})
 # Elements that start a new line in a browser.
-BLOCKS = frozenset(
+BLOCK_ELEMENTS = frozenset(
     {
         "p", "div", "br", "li", "ul", "ol", "dl", "dt", "dd", "tr", "table", "pre", "section",
         "article", "header", "footer", "nav", "aside", "blockquote", "hr", "h1", "h2", "h3",
@@ -37,16 +37,16 @@ class _Reader(HTMLParser):
 
     def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         """A self-closing tag (``<br/>``) only breaks the line."""
-        if tag in BLOCKS:
+        if tag in BLOCK_ELEMENTS:
             self.lines.append("")
 
     def _element(self, tag: str, step: int) -> None:
         """Track the title and hidden elements; a block boundary starts a new line."""
         if tag == "title":
             self.in_title = step > 0
-        elif tag in HIDDEN:
+        elif tag in HIDDEN_ELEMENTS:
             self.hidden = max(0, self.hidden + step)
-        if tag in BLOCKS:
+        if tag in BLOCK_ELEMENTS:
             self.lines.append("")
 
     def handle_data(self, data: str) -> None:

@@ -19,7 +19,13 @@ from ..corpus_io import add_in_batches
 from ..documents import Document
 from ..errors import InvalidInputError
 from ..judges.base import Judge
-from ..judges.factory import JUDGE_NAMES, ServerOptions, default_judge_name, make_judge
+from ..judges.factory import (
+    JUDGE_NAMES,
+    RETIRED_JUDGES,
+    ServerOptions,
+    default_judge_name,
+    make_judge,
+)
 from ..judges.transports import TEMPLATES
 from ..server_dsn import is_server, shown
 
@@ -29,8 +35,6 @@ DEFAULT_CONCURRENCY = {
     "jev": 16,
     "local": 1,
     "local-pool": 1,
-    "local-learned": 1,
-    "local-similarity": 1,
     "openai": 4,
     "fake": 4,
 }
@@ -38,14 +42,10 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 JUDGE_DESCRIPTIONS = {
     "local": "the offline pool judge (lexical evidence features; nothing to prepare)",
     "local-pool": "the offline pool judge (lexical evidence features; nothing to prepare)",
-    "local-learned": "the offline MiniLM logistic judge (embeds each passage it first judges)",
-    "local-similarity": "the offline MiniLM similarity judge (embeds each passage it first judges)",
     "jev": "JEV, the paper's hosted judge (sends passages to its API)",
     "openai": "your OpenAI-compatible model (sends passages to its server)",
     "fake": "a deterministic word-overlap judge for tests",
 }
-# Judges that encode passages with MiniLM at question time, the first time they see them.
-EMBEDDING_JUDGES = frozenset({"local-learned", "local-similarity"})
 
 
 class HelpFormat(argparse.ArgumentDefaultsHelpFormatter):
@@ -64,14 +64,22 @@ class UsageError(Exception):
     """Options that parse but contradict each other; reported like an argparse error."""
 
 
+def judge_name(name: str) -> str:
+    """A --judge value, refusing a retired judge's name with what to use instead."""
+    if name in RETIRED_JUDGES:
+        raise argparse.ArgumentTypeError(f"judge {name!r}: {RETIRED_JUDGES[name]}")
+    return name
+
+
 def judge_options() -> argparse.ArgumentParser:
     """Options shared by every command that uses a judge."""
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--judge",
+        type=judge_name,
         choices=JUDGE_NAMES,
         help="evidence judge (default: jev when OPENROUTER_API_KEY or TYPESAFE_API_KEY is set, "
-        "else local, the offline pool judge; local-learned and local-similarity embed passages)",
+        "else local, the offline pool judge)",
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")
@@ -184,14 +192,13 @@ def concurrency(args: argparse.Namespace) -> int:
     return DEFAULT_CONCURRENCY[_judge_name(args)]
 
 
-def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
+def chosen_judge(args: argparse.Namespace) -> Judge:
     """The judge named by --judge (or the default), with its cache when --cache is given."""
     return make_judge(
         _judge_name(args),
         model=args.model,
         base_url=args.base_url,
         cache_path=getattr(args, "cache", None),
-        db_path=db_path or getattr(args, "db", None),
         server=ServerOptions(
             args.judge_transport,
             args.judge_group,
@@ -207,17 +214,6 @@ def describe_judge(args: argparse.Namespace) -> str:
     """The chosen judge's name and what it is, for a command's first line of output."""
     name = _judge_name(args)
     return f"judge: {name}, {JUDGE_DESCRIPTIONS[name]}"
-
-
-def announce_embedding(args: argparse.Namespace) -> None:
-    """Say on stderr, before a silent wait, that a MiniLM judge is about to embed passages."""
-    name = _judge_name(args)
-    if name in EMBEDDING_JUDGES and not getattr(args, "quiet", False):
-        print(
-            f"{PROG}: {name} embeds the passages it has not judged before (kept in the index "
-            "file): 15-35 s for a new question on 2 cores, about 1 s once they are cached",
-            file=sys.stderr,
-        )
 
 
 def _judge_name(args: argparse.Namespace) -> str:

@@ -57,11 +57,12 @@ class SAG2Retriever(BaseRetriever):
     (``search_kwargs=``, ``llm=``, typos) are refused.
 
     Setup:
-        Install ``langchain-sag2``. With ``judge=None`` the retriever uses the offline local
-        judge, which needs the core's ``local`` extra; any other judge can be passed in.
+        Install ``langchain-sag2`` from a checkout (the names are not on PyPI yet). With
+        ``judge=None`` the retriever uses the offline pool judge (numpy only); any other judge
+        can be passed in.
 
         ```bash
-        pip install -U langchain-sag2 "sag2-retrievers[local]"
+        pip install -e . -e ./integrations/langchain-sag2
         ```
 
     Key init args:
@@ -70,8 +71,7 @@ class SAG2Retriever(BaseRetriever):
             overrides it for one call.
         judge: sag2_retrievers.judges.Judge | BaseChatModel | None
             The evidence judge. A LangChain chat model is wrapped in ``LangChainJudge``.
-            ``None`` builds the offline local judge, which caches passage embeddings in the
-            index file.
+            ``None`` builds the offline local (pool) judge, which writes nothing to the index.
         config: SAG2Config
             Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
         db_path: str | Path | None
@@ -91,8 +91,8 @@ class SAG2Retriever(BaseRetriever):
             Blank documents are skipped with one warning naming them (default); ``False``
             raises instead.
         precompute_judge: bool
-            Let the judge prepare passages as they are added (the local judge embeds them,
-            with a progress bar), so the first question is not slow (default ``True``).
+            Let the judge prepare passages as they are added, for judges with passage-side
+            work (default ``True``; the local pool judge has none).
         units_per_document: int | None
             How many chunks of one source document may be among the ``k`` results (sets
             ``config.units_per_document``); ``None`` keeps the config's, by default 1 (the
@@ -185,7 +185,7 @@ class SAG2Retriever(BaseRetriever):
     skip_empty: bool = True
     """Skip blank documents with one warning (True) or raise (False)."""
     precompute_judge: bool = True
-    """Let the judge prepare the passages of added documents (local judge: embeddings)."""
+    """Let the judge prepare the passages of added documents (judges with passage work)."""
     units_per_document: int | None = Field(default=None, ge=1)
     """Chunks of one source document allowed among the results (None: the config's, 1)."""
     backend: DocumentIndex | None = Field(default=None, repr=False)
@@ -233,7 +233,7 @@ class SAG2Retriever(BaseRetriever):
         if self.backend is None:
             self.db_path = opened.path
         try:
-            self.judge = judge_or_local(self.judge, opened.index)
+            self.judge = judge_or_local(self.judge)
             engine = SAG2Engine(
                 opened.index, self.judge, self.config, allow_remote_judges=self.allow_remote_judges
             )

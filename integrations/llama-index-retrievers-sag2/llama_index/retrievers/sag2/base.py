@@ -80,8 +80,8 @@ class SAG2Retriever(BaseRetriever):
             without one, a markdown ``# H1`` of the text, else the file name, is the title.
         allow_remote_judges: False refuses judges that send text off the machine.
         skip_empty: True skips blank nodes with one warning; False raises instead.
-        precompute_judge: True lets the judge prepare passages at ingest (the local judge
-            embeds them, with a progress bar), so the first question is not slow.
+        precompute_judge: True lets the judge prepare passages at ingest, for judges with
+            passage-side work (the local pool judge has none).
         units_per_document: how many chunks of one indexed node may be returned (sets
             ``SAG2Config.units_per_document``); None keeps the config's, by default 1 (the
             paper's unique sources).
@@ -119,7 +119,7 @@ class SAG2Retriever(BaseRetriever):
         self.precompute_judge = precompute_judge
         engine = SAG2Engine(
             backend,
-            judge_or_local(as_judge(judge), backend),
+            judge_or_local(as_judge(judge)),
             config,
             allow_remote_judges=allow_remote_judges,
         )
