@@ -41,11 +41,32 @@ def sample_folder(folder: Path) -> None:
     (folder / "gustave_eiffel.txt").write_text("Gustave Eiffel was born in Dijon in 1832.\n")
 
 
+def empty_results(code: str, namespace: dict[str, object]) -> list[str]:
+    """The names a block assigns at its top level that hold nothing to show: an empty list of
+    results, or a query engine's "Empty Response" (a README example must return something)."""
+    assigned = [
+        target.id
+        for statement in ast.parse(code).body
+        if isinstance(statement, (ast.Assign, ast.AnnAssign))
+        for target in (
+            statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        )
+        if isinstance(target, ast.Name)
+    ]
+    return [
+        name
+        for name in dict.fromkeys(assigned)
+        if (isinstance(namespace.get(name), list) and not namespace[name])
+        or str(namespace.get(name)) == "Empty Response"
+    ]
+
+
 @pytest.mark.parametrize("readme", READMES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_python_blocks_run_as_written(
     readme: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The blocks of one README run in order in one namespace (later ones use earlier names)."""
+    """The blocks of one README run in order in one namespace (later ones use earlier names),
+    and every list of results or response a block assigns holds something."""
     monkeypatch.chdir(tmp_path)
     sample_folder(tmp_path / "data")
     namespace: dict[str, object] = {"__name__": "__readme__"}
@@ -60,6 +81,7 @@ def test_python_blocks_run_as_written(
             outcome = eval(compiled, namespace)  # top-level await makes a coroutine
             if inspect.iscoroutine(outcome):
                 asyncio.run(outcome)
+            assert empty_results(code, namespace) == [], f"{readme.name} block {number}"
     for value in list(namespace.values()):
         close = getattr(value, "close", None)
         if callable(close) and type(value).__name__ == "SAG2Retriever":
