@@ -30,8 +30,9 @@ FOLDERS = (Path("/usr/share/doc"), Path("/usr/lib/python3.11"))
 TIME = "/usr/bin/time"
 RSS_MARK = "peak-rss-kib="
 _SUMMARY = re.compile(
-    r"holds (?P<documents>\d[\d,]*) documents.*?(?P<bytes>\d[\d,]*) bytes; (?P<read>\d[\d,]*) files "
-    r"read(?: \((?P<as_text>\d[\d,]*) \.json as text\))?, (?P<skipped>\d[\d,]*) skipped"
+    r"holds (?P<documents>\d[\d,]*) documents.*?(?P<bytes>\d[\d,]*) bytes; "
+    r"(?P<read>\d[\d,]*) files read(?: \((?P<as_text>\d[\d,]*) \.json as text\))?, "
+    r"(?P<skipped>\d[\d,]*) skipped"
     r"(?: \((?P<reasons>.*)\))?$"
 )
 _REASON = re.compile(r"(\d[\d,]*) ([^,]+(?:\([^)]*\))?)")
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {run['folder']} | {' '.join(run['options']) or 'default'} "
             f"| {run['files_read']:,} | {run['documents']:,} | {run['skipped']:,} ({reasons}) "
-            f"| {run['warnings']} | {run['seconds']:.0f} | {run['peak_rss_mib']:.0f} | {run['db_bytes'] / 1e6:.1f} |"
+            f"| {run['warnings']} | {run['seconds']:.0f} | {run['peak_rss_mib']:.0f} "
+            f"| {run['db_bytes'] / 1e6:.1f} |"
         )
     for run in runs:
         for line in run["warning_lines"]:
