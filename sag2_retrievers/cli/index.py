@@ -185,11 +185,12 @@ def _ingest(
 
 
 def _warn_skipped(tally: FolderTally) -> None:
-    """One warning per unreadable or out-of-folder file and per .json file read as text; the
-    rest (blank, hidden, binary files: normal in any folder) are counted in the summary."""
+    """One warning per unreadable file (a real failure) and per .json file read as text; the
+    rest (blank, hidden, binary, compressed files, symlinks leaving the folder: normal in a
+    system folder) are counted in the summary line."""
     for note in tally.notes:
         warn(note)
-    for reason in ("outside", *UNREADABLE):
+    for reason in UNREADABLE:
         for relative in tally.skipped.get(reason, ()):
             problem = tally.problems.get(relative)
             warn(
