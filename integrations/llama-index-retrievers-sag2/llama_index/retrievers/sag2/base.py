@@ -332,7 +332,9 @@ class SAG2Retriever(BaseRetriever):
         self.index.delete(node_ids)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
-        """Remove every node that came from the source document ``ref_doc_id``."""
+        """Remove every node that came from the source document ``ref_doc_id``: its own id,
+        or for a document with a random id the stable one it was stored under (its file path,
+        the ``ref_doc_id`` the retrieved nodes carry)."""
         index = self.index
         unit_ids = index.allowed_units({SOURCE_FILTER_KEY: ref_doc_id})
         node_ids = {unit.doc_id for unit in index.units(unit_ids).values()}
