@@ -111,6 +111,30 @@ def test_the_readme_index_commands_run_on_files_a_clone_has(
             assert index.document_count() > 0
 
 
+def test_the_readme_query_commands_return_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every `sag2 query` line runs verbatim on the indexes its `sag2 index` lines build and
+    prints at least one ranked result."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("sag2_retrievers", "docs"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    commands = [
+        shlex.split(line.split("#", 1)[0])[1:]
+        for block in blocks(ROOT / "README.md", "bash")
+        for line in block.splitlines()
+        if line.startswith(("sag2 index ", "sag2 query "))
+    ]
+    queries = [argv for argv in commands if argv[0] == "query"]
+    assert queries
+    for argv in commands:
+        code = main([*argv, "--quiet"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        if argv[0] == "query":
+            assert re.search(r"^ +1\. \[", out, re.MULTILINE), f"no result for {argv}:\n{out}"
+
+
 def _input_of(argv: list[str]) -> str | None:
     """The file a command reads (index and eval: the positional argument)."""
     return argv[1] if argv[0] in ("index", "eval") else None
