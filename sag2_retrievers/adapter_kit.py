@@ -1,8 +1,9 @@
 """The adapter kit: what both framework adapters do around the core, written once.
 
 Lifecycle: `open_index` opens the given backend or an SQLite file (a temporary one when no
-path is given), `judge_or_local` falls back to the offline local judge, `precompute_judge`
-lets the judge prepare added passages, and `AdapterIndex.release` closes it all again.
+path is given), `judge_or_local` falls back to the offline local judge, `write_and_prepare`
+writes what changed and lets the judge prepare those passages, and `AdapterSession` closes
+the engine and the index once, from either adapter's ``close`` or ``aclose``.
 
 Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
 
@@ -12,8 +13,15 @@ Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
   else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
 - **empty documents** (blank text) are skipped with one warning naming them, or refused.
 - **exact repeats** (same id, text and metadata) in one batch are indexed once.
-- **titles**: the title metadata, else the text's first markdown ``# H1`` (markdown files and
-  texts without a file name), else the file name without its extension.
+- **re-runs**: a document the index holds already with the same text, title and metadata
+  is not written again (`write_changed`), so re-running an ingest of unchanged files writes
+  nothing; metadata a reader refreshes on every read (``last_accessed_date``) is ignored.
+- **sources**: a chunk's source document with a random id gets the stable one its file path
+  (else its content hash) gives (`stable_source_id`), so re-runs keep the ids they return.
+- **titles**: the title metadata, else the file's own first heading (a markdown ``# H1``, a
+  reStructuredText title, an HTML ``<title>``; a text without a file name is read as
+  markdown), else the file name without its extension, after its folder's name when the name
+  is generic (``requests copyright``, ``json init``): see file_titles.py.
 """
 
 from __future__ import annotations
@@ -32,15 +40,18 @@ from typing import Any
 
 from .backends.base import DocumentIndex
 from .backends.sqlite import SQLiteIndex, remove_index_files
-from .documents import MAX_TITLE_CHARS
-from .errors import InvalidInputError, JudgeConfigurationError
+from .documents import MAX_TITLE_CHARS, Document
+from .engine import SAG2Engine
+from .errors import InvalidInputError, JudgeConfigurationError, SAG2Error
+from .file_titles import file_kind, first_heading, name_title
 from .judges.base import Candidate, Judge
 from .judges.factory import make_judge
-from .markdown import first_h1
 from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
-MARKDOWN_SUFFIXES = frozenset({".md", ".markdown", ".mdx"})
+# Metadata LlamaIndex's SimpleDirectoryReader refreshes whenever a file is read (the day it
+# was last read): it says nothing about the file, so it alone does not make a rewrite.
+VOLATILE_KEYS = frozenset({"last_accessed_date"})
 NAMES_IN_WARNING = 10
 
 
@@ -98,6 +109,45 @@ def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter
     return f"{path}_part_{parts[path] - 1}"
 
 
+def stable_source_id(source_id: str, metadata: Mapping[str, Any], content_hash: str | None) -> str:
+    """A source document's id that a re-run gives again: its own unless random, else its
+    file path, else its content hash (LlamaIndex's ``hash`` of the source), else its own."""
+    if not is_random_id(source_id):
+        return source_id
+    path = _path(metadata)
+    if path is not None:
+        return path
+    return content_id(content_hash, {}) if content_hash else source_id
+
+
+def write_changed(index: DocumentIndex, documents: Sequence[Document]) -> list[Document]:
+    """Add the documents the index does not hold already unchanged, in one transaction;
+    return those written (a re-run of unchanged files writes none)."""
+    changed = [document for document in documents if not is_stored_unchanged(index, document)]
+    if changed:
+        index.add_documents(changed)
+    return changed
+
+
+def is_stored_unchanged(index: DocumentIndex, document: Document) -> bool:
+    """Whether the index holds this document already with the same text, title and metadata
+    (volatile metadata aside). A document with a heading path is always rewritten: the
+    stored document does not keep it to compare."""
+    stored = index.document(document.id)
+    if stored is None or document.heading:
+        return False
+    if (stored.text, stored.title) != (document.text, document.title):
+        return False
+    if stored.metadata_json == document.metadata_json:
+        return True
+    return _lasting(stored.metadata) == _lasting(document.metadata)
+
+
+def _lasting(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata without the keys a reader refreshes on every read."""
+    return {key: value for key, value in metadata.items() if key not in VOLATILE_KEYS}
+
+
 def content_id(text: str, metadata: Mapping[str, Any]) -> str:
     """A stable id from content alone: the first 32 hex digits of SHA-256 of text and metadata."""
     digest = hashlib.sha256(_canonical([text, metadata]).encode("utf-8", "surrogatepass"))
@@ -149,19 +199,26 @@ def display_name(record: SourceRecord, position: int) -> str:
 
 
 def document_title(text: str, metadata: Mapping[str, Any], title_key: str | None) -> str:
-    """The title to index: metadata ``title_key``, else a markdown H1, else the file name."""
+    """The title to index: metadata ``title_key``, else the file's own first heading, else
+    its name (after its folder's name when the name is generic)."""
     given = metadata.get(title_key) if title_key else None
     if isinstance(given, str) and given.strip():
         return given
     name = _file_name(metadata)
-    if name is None or PurePath(name).suffix.lower() in MARKDOWN_SUFFIXES:
-        heading = first_h1(text)
-        if heading:
-            return heading[:MAX_TITLE_CHARS]
+    heading = first_heading(text, file_kind(name))
+    if heading:
+        return heading[:MAX_TITLE_CHARS]
     if name is None:
         return ""
-    stem = PurePath(name).stem if PurePath(name).suffix else name
-    return " ".join(stem.replace("_", " ").split())[:MAX_TITLE_CHARS]
+    return name_title(name, _folder_name(metadata))[:MAX_TITLE_CHARS]
+
+
+def _folder_name(metadata: Mapping[str, Any]) -> str | None:
+    """The name of the folder holding the record's file, when its path is a local one."""
+    path = _path(metadata)
+    if path is None or "://" in path:
+        return None
+    return PurePath(path).parent.name or None
 
 
 def _file_name(metadata: Mapping[str, Any]) -> str | None:
@@ -245,14 +302,54 @@ def open_index(
     return AdapterIndex(index, location, not existed, scratch)
 
 
-def judge_or_local(judge: Judge | None, index: DocumentIndex) -> Judge:
-    """The given judge, else the default offline judge (the pool judge; were ``local`` a
-    MiniLM judge, it would cache embeddings in the SQLite file, in memory for another backend)."""
+def write_and_prepare(
+    index: DocumentIndex, judge: Judge, batch: Sequence[Document], *, prepare: bool
+) -> list[Document]:
+    """Write the documents the index does not hold unchanged, then (with ``prepare``) let
+    the judge prepare their passages; return those written."""
+    written = write_changed(index, batch)
+    if prepare and written:
+        precompute_judge(index, judge, [document.id for document in written])
+    return written
+
+
+@dataclass
+class AdapterSession:
+    """What a retriever runs on, the engine and the index it opened, closed once whichever
+    of ``close`` and ``aclose`` comes first; ``reopen`` says how to open the index again."""
+
+    opened: AdapterIndex
+    engine: SAG2Engine
+    reopen: str
+    closed: bool = False
+
+    def close(self) -> None:
+        """Close the engine (and its judge), then release the index."""
+        if not self.closed:
+            self.closed = True
+            self.engine.close()
+            self.opened.release()
+
+    async def aclose(self) -> None:
+        """Async `close`: the judge is closed on the running event loop."""
+        if not self.closed:
+            self.closed = True
+            await self.engine.aclose()
+            self.opened.release()
+
+    def open_engine(self) -> SAG2Engine:
+        """The engine, or an error saying how to open the index again once closed."""
+        if self.closed:
+            raise SAG2Error(f"this retriever is closed; {self.reopen}")
+        return self.engine
+
+
+def judge_or_local(judge: Judge | None) -> Judge:
+    """The given judge, else the default offline judge (the pool judge)."""
     if judge is not None:
         return judge
-    path = index.path if isinstance(index, SQLiteIndex) else None
     try:
-        return make_judge("local", db_path=None if path is None else str(path))
+        return make_judge("local")
     except JudgeConfigurationError as error:
         raise JudgeConfigurationError(
             f"{error}; or pass judge= explicitly (for example a JEVJudge, or OverlapJudge in tests)"

@@ -1,7 +1,8 @@
 """A folder as a corpus: which files are read, as what, and a tally of every file skipped.
 
-Inside a folder only .json/.jsonl/.ndjson files are corpora; every other file that is not
-binary is one text document (a README starting with "[" is text, not a JSON guess)."""
+Inside a folder only .json/.jsonl/.ndjson files are corpora (a .json file that is not one is
+read as text, with a note); every other file that is not binary is one text document (a README
+starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files decompressed when asked."""
 
 from __future__ import annotations
 
@@ -10,13 +11,21 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .corpus_io import CORPUS_SUFFIXES, BlankFileError, read_corpus, text_document
+from .corpus_io import (
+    CORPUS_SUFFIXES,
+    BlankFileError,
+    NotACorpusError,
+    read_corpus,
+    text_document,
+)
 from .documents import Document
 from .errors import InvalidInputError
 from .id_claims import IdClaims
 from .input_files import (
+    DamagedFileError,
     NotRegularFileError,
     UndecodableFileError,
+    is_compressed,
     looks_binary,
     printable_path,
     within,
@@ -25,9 +34,6 @@ from .input_files import (
 # Files of these kinds are never text, whatever their first bytes hold.
 BINARY_SUFFIXES = frozenset(
     [
-        ".gz",
-        ".bz2",
-        ".xz",
         ".zst",
         ".zip",
         ".tar",
@@ -62,26 +68,29 @@ SKIP_REASONS = {
     "hidden": "hidden",
     "binary": "binary",
     "blank": "blank",
+    "compressed": "compressed (--read-compressed reads them)",
     "glob": "not matching --glob",
     "outside": "a symlink to a file outside the folder",
     "undecodable": "not UTF-8 text",
     "invalid": "not a valid corpus file",
     "special": "not a regular file",
     "unopenable": "could not be read",
+    "damaged": "a damaged compressed file",
 }
 # Reasons the command fails for (after every other file is indexed) unless told to skip.
-UNREADABLE = ("undecodable", "invalid", "unopenable")
+UNREADABLE = ("undecodable", "invalid", "unopenable", "damaged")
 
 
 @dataclass
 class FolderTally:
     """What a folder walk found, filled in as the documents are read: files read, the files
-    skipped (relative paths, in path order) by reason, and the error of each unreadable one;
-    ``on_skip`` hears of each skip."""
+    skipped (relative paths, in path order) by reason, the error of each unreadable one, a
+    note on each .json file read as text; ``on_skip`` hears of each skip."""
 
     read: int = 0
     skipped: dict[str, list[str]] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     on_skip: Callable[[int], None] | None = None
 
     def skip(self, reason: str, relative: str) -> None:
@@ -94,28 +103,36 @@ class FolderTally:
         """ "N files read, M skipped (a binary, b blank, ...)" for the ingest's last line."""
         parts = [f"{len(files):,} {SKIP_REASONS[why]}" for why, files in self.skipped.items()]
         skipped = sum(len(files) for files in self.skipped.values())
-        return f"{self.read:,} files read, {skipped:,} skipped" + (
+        as_text = f" ({len(self.notes):,} .json as text)" if self.notes else ""
+        return f"{self.read:,} files read{as_text}, {skipped:,} skipped" + (
             f" ({', '.join(parts)})" if parts else ""
         )
 
 
 @dataclass(frozen=True)
 class FolderCorpus:
-    """A folder to read: its resolved path, the --glob patterns (none: every text file) and
-    the encoding of text files that are not UTF-8 (none: they are tallied, not read)."""
+    """A folder to read: its resolved path, the --glob patterns (none: every text file), the
+    encoding of text files that are not UTF-8 (none: they are tallied, not read) and whether
+    .gz/.bz2/.xz files are read decompressed (by default they are counted as skipped)."""
 
     folder: Path
     globs: Sequence[str] = ()
     fallback: str | None = None
+    read_compressed: bool = False
 
     @classmethod
     def at(
-        cls, folder: Path, globs: Sequence[str] = (), fallback: str | None = None
+        cls,
+        folder: Path,
+        globs: Sequence[str] = (),
+        fallback: str | None = None,
+        *,
+        read_compressed: bool = False,
     ) -> FolderCorpus:
         """The folder however it was spelled (relative, absolute, through ``..``), resolved."""
         if not folder.is_dir():
             raise InvalidInputError(f"folder {str(folder)!r} does not exist or is not a folder")
-        return cls(folder.resolve(), tuple(globs), fallback)
+        return cls(folder.resolve(), tuple(globs), fallback, read_compressed)
 
     def files(self, tally: FolderTally) -> list[tuple[str, Path]]:
         """Every file under the folder as (relative posix path, path), in path order; a hidden
@@ -166,6 +183,9 @@ class FolderCorpus:
                     reason = yield from self._read(relative, path, tally, claims)
             except NotRegularFileError:  # replaced by a FIFO or a device since the walk
                 reason = "special"
+            except DamagedFileError as error:
+                tally.problems[relative] = _relative_message(error, path, relative)
+                reason = "damaged"
             except OSError as error:  # permission denied, removed meanwhile, an I/O error
                 tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
                 reason = "unopenable"
@@ -188,9 +208,11 @@ class FolderCorpus:
             return "special"  # a socket, a fifo or a dangling link: nothing to read
         if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
             return "glob"
-        if path.suffix.lower() in BINARY_SUFFIXES or looks_binary(path):
+        if path.suffix.lower() in BINARY_SUFFIXES:
             return "binary"
-        return None
+        if not self.read_compressed and is_compressed(path):
+            return "compressed"
+        return "binary" if looks_binary(path) else None
 
     def _read(
         self, relative: str, path: Path, tally: FolderTally, claims: IdClaims
@@ -200,10 +222,14 @@ class FolderCorpus:
         if path.suffix.lower() in CORPUS_SUFFIXES:
             try:
                 yield from claims.kept(read_corpus(path, self.fallback), relative)
+                return None
+            except NotACorpusError as error:
+                tally.notes.append(
+                    f"{_relative_message(error, path, relative)}; read as one text document"
+                )
             except InvalidInputError as error:
-                tally.problems[relative] = str(error)
+                tally.problems[relative] = _relative_message(error, path, relative)
                 return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
-            return None
         try:
             document = text_document(path, self.folder, relative, self.fallback)
         except BlankFileError:
@@ -212,6 +238,12 @@ class FolderCorpus:
             return "undecodable"
         yield from claims.kept([document], relative)
         return None
+
+
+def _relative_message(error: InvalidInputError, path: Path, relative: str) -> str:
+    """An error about a file of the folder, naming it by its path inside the folder as every
+    other warning of the run does."""
+    return str(error).replace(str(path), repr(relative), 1)
 
 
 def _is_folder(entry: os.DirEntry[str]) -> bool:

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .adapter_kit import document_title
+from .adapter_kit import document_title, is_stored_unchanged
 from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
+from .file_titles import file_kind
+from .html_text import html_text
 from .input_files import open_regular, parse_json, printable_path, read_text, text_lines
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
@@ -27,8 +29,18 @@ DEFAULT_BATCH_CHARS = 2_000_000
 MAX_SNIFF_BYTES = 65_536
 
 
+CORPUS_SHAPES = (
+    'a .json corpus is a list of {"title", "text"} objects or an object mapping each '
+    "title to a list of sentence strings; JSONL (one such object per line) needs a .jsonl suffix"
+)
+
+
 class BlankFileError(InvalidInputError):
     """A text file holds no text, so it makes no document."""
+
+
+class NotACorpusError(InvalidInputError):
+    """A .json file parses but has none of the corpus shapes (API docs, a settings file)."""
 
 
 @dataclass(frozen=True)
@@ -83,18 +95,22 @@ def text_document(path: Path, folder: Path, relative: str, fallback: str | None 
     """A text file as one document by the adapters' rules (adapter_kit.py).
 
     Its id is ``relative``, its path inside the indexed ``folder`` (resolved), so the id does
-    not depend on how the folder was spelled; its title is its markdown H1, else its file
-    name. Raises ``BlankFileError`` for a file with no text.
+    not depend on how the folder was spelled; its title is its own first heading, else its
+    name (file_titles.py). A .gz/.bz2/.xz file is read decompressed; an HTML page is indexed
+    as the text a reader sees. Raises ``BlankFileError`` for a file with no text.
     """
     text = read_text(path, fallback)
-    if not text.strip():
-        raise BlankFileError(f"{relative}: the file has no text")
     metadata = {
         "file_path": str(folder / relative),
         "file_name": relative.rsplit("/", 1)[-1],
         "folder": str(folder),
     }
-    return Document(relative, text, document_title(text, metadata, None), metadata)
+    title = ""
+    if file_kind(metadata["file_name"]) == "html":
+        title, text = html_text(text)
+    if not text.strip():
+        raise BlankFileError(f"{relative}: the file has no text")
+    return Document(relative, text, title or document_title(text, metadata, None), metadata)
 
 
 def document_from_record(record: Any, where: str) -> Document:
@@ -142,7 +158,11 @@ def add_in_batches(
     counts = {"records": 0, "batches": 0, "unchanged": 0}
 
     def changed(batch: dict[str, Document]) -> list[Document]:
-        kept = [doc for doc in batch.values() if not (skip_unchanged and _stored(index, doc))]
+        kept = [
+            doc
+            for doc in batch.values()
+            if not (skip_unchanged and is_stored_unchanged(index, doc))
+        ]
         counts["unchanged"] += len(batch) - len(kept)
         if on_batch is not None and len(kept) < len(batch):
             on_batch(len(batch) - len(kept))
@@ -166,17 +186,6 @@ def add_in_batches(
     return IngestReport(counts["records"], counts["batches"], units, counts["unchanged"])
 
 
-def _stored(index: DocumentIndex, document: Document) -> bool:
-    """Whether the index holds this document already with the same text, title and metadata."""
-    stored = index.document(document.id)
-    return (
-        stored is not None
-        and not document.heading
-        and (stored.text, stored.title, stored.metadata_json)
-        == (document.text, document.title, document.metadata_json)
-    )
-
-
 def _read_jsonl(path: Path, fallback: str | None) -> Iterator[Document]:
     """Documents of a JSONL file, one per non-blank line; errors name the line number."""
     for number, line in text_lines(path, fallback):
@@ -188,27 +197,45 @@ def _read_jsonl(path: Path, fallback: str | None) -> Iterator[Document]:
 def _read_json(path: Path, fallback: str | None) -> Iterator[Document]:
     """Documents of a whole-file JSON corpus: a list of records or a title -> sentences dict."""
     payload = parse_json(read_text(path, fallback), str(path), "JSONL files need a .jsonl suffix")
+    problem = _shape_problem(payload)
+    if problem is not None:
+        raise NotACorpusError(f"{path}: not a corpus ({problem}); {CORPUS_SHAPES}")
     if isinstance(payload, list):
         return (
             document_from_record(record, f"{path}: record {number}")
             for number, record in enumerate(payload, start=1)
         )
-    if isinstance(payload, dict):
-        return (
-            _document_from_sentences(title, sentences, path) for title, sentences in payload.items()
-        )
-    raise InvalidInputError(
-        f"{path}: expected a JSON list of {{title, text}} records, a JSON object mapping titles "
-        f"to sentence lists, or JSONL; got a JSON {type(payload).__name__}"
+    return (
+        _document_from_sentences(title, sentences, path) for title, sentences in payload.items()
     )
 
 
-def _document_from_sentences(title: str, sentences: Any, path: Path) -> Document:
+def _shape_problem(payload: Any) -> str | None:
+    """Why a parsed JSON file is not one of the corpus shapes, in the user's terms, or None."""
+    if isinstance(payload, list):
+        for number, record in enumerate(payload, start=1):
+            if not isinstance(record, Mapping) or not isinstance(record.get("text"), str):
+                return f"item {number} is not an object with a string `text` field"
+        return None
+    if isinstance(payload, dict):
+        for title, sentences in payload.items():
+            if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+                return f"key {title!r} holds a {_json_kind(sentences)}, not a list of sentences"
+        return None
+    return f"the file holds a JSON {_json_kind(payload)}"
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words."""
+    if isinstance(value, list):
+        held = {_json_kind(item) for item in value}
+        return f"list of {' and '.join(sorted(held))}s" if held else "empty list"
+    kinds = {dict: "object", str: "string", bool: "boolean", type(None): "null"}
+    return kinds.get(type(value), "number")
+
+
+def _document_from_sentences(title: str, sentences: list[str], path: Path) -> Document:
     """A HotpotQA corpus entry as a document: the sentences joined, as HippoRAG does."""
-    if not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
-        raise InvalidInputError(
-            f"{path}: entry {title!r}: value must be a list of sentence strings"
-        )
     text = "".join(sentences)
     where = f"{path}: entry {title!r}"
     try:

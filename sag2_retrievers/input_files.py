@@ -4,14 +4,17 @@ what to do."""
 
 from __future__ import annotations
 
+import bz2
 import codecs
+import gzip
 import io
 import json
+import lzma
 import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .errors import InvalidInputError
 
@@ -19,6 +22,9 @@ from .errors import InvalidInputError
 # many bytes; larger corpora go in JSONL, read line by line, whose lines have the same bound.
 MAX_FILE_BYTES = 128 * 2**20
 SNIFF_BYTES = 8192
+# Compressed text files are read through their decompressor, and MAX_FILE_BYTES bounds the
+# decompressed bytes: a small bomb stops at the bound instead of filling memory.
+COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz"})
 # Longest first: the UTF-32 little-endian mark begins with the UTF-16 one.
 _BYTE_ORDER_MARKS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -68,17 +74,41 @@ def open_regular(path: Path) -> io.BufferedReader:
         raise
 
 
+class DamagedFileError(InvalidInputError):
+    """A .gz, .bz2 or .xz file whose content its decompressor cannot read."""
+
+
+def is_compressed(path: Path) -> bool:
+    """Whether a file is read through a decompressor (by its suffix)."""
+    return path.suffix.lower() in COMPRESSED_SUFFIXES
+
+
 def read_bounded(path: Path) -> bytes:
-    """A regular file's bytes, refused once more than MAX_FILE_BYTES are read: the bound is
-    kept while reading, so a file that grows meanwhile is not read past it."""
-    with open_regular(path) as handle:
-        raw = handle.read(MAX_FILE_BYTES + 1)
+    """A regular file's bytes (decompressed when compressed), refused once more than
+    MAX_FILE_BYTES are read: the bound is kept while reading, so neither a file that grows
+    meanwhile nor a compressed one that expands without end is read past it."""
+    raw = read_content(path, MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
+        expanded = " once decompressed" if is_compressed(path) else ""
         raise InvalidInputError(
-            f"{path}: above the limit of {MAX_FILE_BYTES:,} bytes for a file read whole; split "
-            "it, or write the corpus as JSONL (read line by line)"
+            f"{path}: above the limit of {MAX_FILE_BYTES:,} bytes for a file read whole"
+            f"{expanded}; split it, or write the corpus as JSONL (read line by line)"
         )
     return raw
+
+
+def read_content(path: Path, size: int) -> bytes:
+    """Up to ``size`` bytes of a file's content, through its decompressor when compressed."""
+    with open_regular(path) as handle:
+        if not is_compressed(path):
+            return handle.read(size)
+        try:
+            with _decompressing(handle, path.suffix.lower()) as stream:
+                return stream.read(size)
+        except (OSError, EOFError, lzma.LZMAError) as error:
+            raise DamagedFileError(
+                f"{path}: not a readable {path.suffix} file ({error}); it may be truncated"
+            ) from None
 
 
 def read_text(path: Path, fallback: str | None = None) -> str:
@@ -168,10 +198,17 @@ def read_json(path: Path, hint: str = "check the file") -> Any:
     return parse_json(read_text(path), str(path), hint)
 
 
+def _decompressing(handle: IO[bytes], suffix: str) -> io.BufferedIOBase:
+    """A stream of the decompressed bytes of an open .gz, .bz2 or .xz file."""
+    if suffix == ".gz":
+        return gzip.GzipFile(fileobj=handle)
+    return bz2.BZ2File(handle) if suffix == ".bz2" else lzma.LZMAFile(handle)
+
+
 def looks_binary(path: Path) -> bool:
-    """Whether a file's first bytes hold a NUL outside a UTF-16/32 text (images, archives)."""
-    with open_regular(path) as handle:
-        head = handle.read(SNIFF_BYTES)
+    """Whether a file's first bytes (decompressed) hold a NUL outside a UTF-16/32 text
+    (images, archives, a compressed tar)."""
+    head = read_content(path, SNIFF_BYTES)
     if any(head.startswith(mark) for mark, name in _BYTE_ORDER_MARKS):
         return False
     return b"\x00" in head

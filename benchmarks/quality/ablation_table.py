@@ -5,9 +5,9 @@ BM25 + judge pool given each question's SAG2 (H=2) judgment count. Paired 95% bo
 intervals (2,000 resamples, seed 20261015) of each row against BM25 + judge (H=0).
 
 Run from the repository root: ``python benchmarks/quality/ablation_table.py`` (offline judges:
-``--judges local-pool local-learned local-similarity``; ``--sets kag train hotpotqa-train``).
+``--judges local-pool fake``; ``--sets kag train hotpotqa-train``).
 "gold in pool" and "in pool, not top 10" are the last round's pool diagnostics (micro, %).
-Indexes (with the local judge's embedding cache) are kept under ``runs/`` for reuse.
+Indexes are kept under ``runs/`` for reuse.
 """
 
 from __future__ import annotations
@@ -70,27 +70,6 @@ async def run_rows(
     budgets = {row["id"]: row["judgments"] for row in reports["SAG2, H=2"]["per_question"]}
     options = EvalOptions("sag2", SAG2Config(), budgets=budgets, concurrency=concurrency)
     reports[MATCHED] = (await evaluate(index, questions, judge, options)).to_json(None, 0)
-    return reports
-
-
-async def run_context_variant(
-    index: SQLiteIndex, questions: Sequence[EvalQuestion], concurrency: int
-) -> dict[str, dict[str, Any]]:
-    """The local judge's context-aware variant with and without shared context.
-
-    The default local variant ignores context, so its "no context" row equals H=2 by
-    construction; this pair shows what shared context changes for a judge that reads it.
-    """
-    from sag2_retrievers.judges.similarity import LocalJudge
-
-    judge = LocalJudge("question+context", cache_path=str(index.path))
-    reports = {}
-    for name, shared in (
-        ("SAG2, H=2, context-aware local judge", True),
-        ("  same, no context", False),
-    ):
-        options = EvalOptions("sag2", SAG2Config(shared_context=shared), concurrency=concurrency)
-        reports[name] = (await evaluate(index, questions, judge, options)).to_json(None, 0)
     return reports
 
 
@@ -176,9 +155,7 @@ def load_dataset(slug: str) -> tuple[list[EvalQuestion], list[Passage]]:
 def main(argv: list[str] | None = None) -> int:
     """Run the shared sets with each judge and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument(
-        "--judges", nargs="+", default=["local-learned", "local-pool"], choices=JUDGE_NAMES
-    )
+    parser.add_argument("--judges", nargs="+", default=["local-pool", "fake"], choices=JUDGE_NAMES)
     parser.add_argument("--sets", nargs="+", default=[slug for _, slug in DATASETS])
     parser.add_argument("--runs", type=Path, default=Path("runs"))
     parser.add_argument("--concurrency", type=int, default=1)
@@ -194,14 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         fresh = not path.exists()
         by_judge: dict[str, dict[str, dict[str, Any]]] = {}
         for name in args.judges:
-            judge = make_judge(name, db_path=str(path))
+            judge = make_judge(name)
             started = time.perf_counter()
             index = open_index(path, passages, judge, fresh)
             fresh = False
             prepared = time.perf_counter() - started
             reports = asyncio.run(run_rows(index, questions, judge, args.concurrency))
-            if name == "local-similarity":
-                reports.update(asyncio.run(run_context_variant(index, questions, args.concurrency)))
             print(f"### {title}, judge `{judge.identity}`\n")
             print(f"Index and passage-side work ready in {prepared:.1f} s.\n")
             print("\n".join(table(reports)) + "\n")

@@ -9,7 +9,7 @@ English: the rank of each query's gold document and how many documents match at 
 
 Run from the repository root:
 ``python benchmarks/quality/analyzer_profiles.py [--judges fake local]``.
-Indexes and the local judge's embedding cache are kept under ``runs/analyzer_profiles/``.
+Indexes are kept under ``runs/analyzer_profiles/``.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def build(path: Path, passages: Sequence[Passage], profile: Profile) -> SQLiteIn
 
 def judge_named(name: str, passages: Sequence[Passage]) -> Judge:
     """The named judge; the local one with its passage embeddings computed once, cached."""
-    judge = make_judge(name, db_path=str(RUNS / "embeddings.sqlite"))
+    judge = make_judge(name)
     judge.precompute([Candidate(p.title, p.text) for p in passages])
     return judge
 

@@ -2,7 +2,7 @@
 top-3 answers SAG2 drops, and the engine's time per question against the fake judge's.
 
     python benchmarks/quality/doc_folder.py [--questions FILE.json] [--judges local fake]
-                                    [--index-dir DIR] [--out FILE.json]
+                                    [--index-dir DIR] [--out FILE.json] [--read-compressed]
 
 The hand-written questions (`doc_folder_questions.json`) ask what a user of a Debian system
 would: a package's licence, what it is, how to configure it, release-note facts, API pages (in
@@ -93,14 +93,16 @@ def load_questions(path: Path) -> tuple[list[DocQuestion], int]:
     return kept, skipped
 
 
-def built_index(folder: Path, index_dir: Path) -> tuple[Path, float | None]:
+def built_index(
+    folder: Path, index_dir: Path, options: Sequence[str] = ()
+) -> tuple[Path, float | None]:
     """The folder's index file, built with `sag2 index` unless a previous run left it; the
     seconds the build took (None when reused)."""
     db = index_dir / f"{'_'.join(folder.parts[1:]) or 'root'}.sqlite"
     if db.exists():
         return db, None
     sag2 = str(Path(sys.executable).parent / "sag2")
-    command = [sag2, "index", str(folder), "--db", str(db), "-q", "--skip-unreadable"]
+    command = [sag2, "index", str(folder), "--db", str(db), "-q", "--skip-unreadable", *options]
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode:
@@ -153,7 +155,7 @@ def run_folder(
     identities = Identities(folder)
     rows = []
     with SQLiteIndex(db, create=False) as index:
-        engines = {name: SAG2Engine(index, make_judge(name, db_path=str(db))) for name in judges}
+        engines = {name: SAG2Engine(index, make_judge(name)) for name in judges}
         try:
             for engine in engines.values():  # page cache and first-call set-up, not counted
                 engine.retrieve(questions[0].question, top_k=TOP_K)
@@ -242,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--judges", nargs="+", default=["local", REFERENCE_JUDGE])
     parser.add_argument("--index-dir", type=Path, help="keep (and reuse) the indexes here")
     parser.add_argument("--out", type=Path, help="write the report and every question's row")
+    parser.add_argument(
+        "--read-compressed",
+        action="store_true",
+        help="index .gz/.bz2/.xz files too (sag2 index --read-compressed)",
+    )
     args = parser.parse_args(argv)
     questions, skipped = load_questions(args.questions)
     folders = sorted({question.folder for question in questions})
@@ -256,11 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         "folders": {},
     }
     rows: list[dict[str, Any]] = []
+    options = ["--read-compressed"] if args.read_compressed else []
     with tempfile.TemporaryDirectory() as scratch:
         index_dir = args.index_dir or Path(scratch)
         index_dir.mkdir(parents=True, exist_ok=True)
         for folder in folders:
-            db, seconds = built_index(folder, index_dir)
+            db, seconds = built_index(folder, index_dir, options)
             with SQLiteIndex(db, create=False) as index:
                 documents = index.document_count()
             asked = [question for question in questions if question.folder == folder]

@@ -32,7 +32,7 @@ import _here  # noqa: F401 - puts benchmarks/ on the import path
 import lightgbm
 import numpy as np
 from _common import SHARED_DATA, TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
-from learned_training import collect_requests
+from trajectories import collect_requests
 
 from sag2_retrievers import Document, SAG2Config, SQLiteIndex
 from sag2_retrievers.eval import EvalQuestion, load_corpus, load_questions, pool_corpus

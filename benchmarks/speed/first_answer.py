@@ -1,6 +1,6 @@
 """Time from ``sag2 index`` to the first ``sag2 query`` answer, each as a whole process.
 
-    python benchmarks/speed/first_answer.py [--repeats 3] [--judges local fake local-learned]
+    python benchmarks/speed/first_answer.py [--repeats 3] [--judges local fake]
 
 The corpus is the MuSiQue train fixture (1,890 passages); the question is its first. For
 each judge, a fresh index is built and queried once, as a user would from the shell, and the

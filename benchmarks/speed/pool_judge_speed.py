@@ -21,11 +21,15 @@ from pathlib import Path
 
 import _here  # noqa: F401 - puts benchmarks/ on the import path
 from _common import TRAIN_CORPUS, TRAIN_QUESTIONS, git_revision, machine
-from learned_judge_speed import judge_seconds
 
 from sag2_retrievers import Document, SAG2Config, SAG2Engine, SQLiteIndex
 from sag2_retrievers.eval import load_corpus, load_questions
 from sag2_retrievers.judges.offline.pool import PoolJudge
+
+
+def judge_seconds(engine: SAG2Engine, question: str) -> float:
+    """Seconds spent inside the judge for one retrieval (all rounds)."""
+    return sum(r.judge_seconds for r in engine.retrieve(question, 10).trace)
 
 
 def peak_mib() -> float:

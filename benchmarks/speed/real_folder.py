@@ -1,12 +1,10 @@
 """A real folder no one prepared, as a new user meets it: ``sag2 index DIR``, the same ingest
-re-run, then cold ``sag2 query`` per judge, each a whole process; and MiniLM's encoding rate
-on units of the default size.
+re-run, then cold ``sag2 query`` per judge, each a whole process.
 
-    python benchmarks/speed/real_folder.py /usr/share/doc [--judges local local-learned]
+    python benchmarks/speed/real_folder.py /usr/share/doc [--judges local fake]
 
-Each question is new to the index, so an embedding judge starts cold for it; the judges take
-turns per question so machine load shifts them alike. Reported: wall seconds per command,
-the index size after each run, and seconds per 1,000 units encoded by MiniLM.
+The judges take turns per question so machine load shifts them alike. Reported: wall seconds
+per command and the index size after each run.
 """
 
 from __future__ import annotations
@@ -24,14 +22,11 @@ from pathlib import Path
 import _here  # noqa: F401 - puts benchmarks/ on the import path
 from _common import git_revision, machine
 
-from sag2_retrievers import SQLiteIndex
-
 KEY_VARIABLES = ("OPENROUTER_API_KEY", "TYPESAFE_API_KEY")
 QUESTIONS = (
     "How do I configure the locale for bash scripts?",
     "Where is the pam configuration documented?",
 )
-ENCODED_UNITS = 300
 
 
 def timed(command: list[str]) -> tuple[float, str]:
@@ -47,30 +42,11 @@ def timed(command: list[str]) -> tuple[float, str]:
     return seconds, "; ".join(summary) or lines[-1]
 
 
-def encoding_rate(db: Path) -> str:
-    """MiniLM's seconds per 1,000 units of at least 1,500 characters taken from the index."""
-    from sag2_retrievers.judges._embeddings import MiniLMEncoder
-
-    with SQLiteIndex(db, create=False) as index:
-        units = index.units(range(1, index.unit_count(), 40))
-    texts = [unit.body for unit in units.values() if len(unit.body) >= 1_500][:ENCODED_UNITS]
-    encoder = MiniLMEncoder(threads=2)
-    encoder.encode(texts[:4])
-    started = time.perf_counter()
-    encoder.encode(texts)
-    seconds = time.perf_counter() - started
-    mean = sum(map(len, texts)) / len(texts)
-    return (
-        f"{len(texts)} units of {mean:,.0f} characters on average: {seconds:.1f} s, "
-        f"{1_000 * seconds / len(texts):,.0f} s per 1,000"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Index the folder twice, query it cold per judge, and time MiniLM; print the report."""
+    """Index the folder twice and query it cold per judge; print the report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
-    parser.add_argument("--judges", nargs="+", default=["local", "local-learned"])
+    parser.add_argument("--judges", nargs="+", default=["local", "fake"])
     args = parser.parse_args(argv)
     sag2 = str(Path(sys.executable).parent / "sag2")
     print(f"# real folder {args.folder}, {date.today()}, {git_revision()}; {machine()}")
@@ -80,13 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             seconds, summary = timed([sag2, "index", str(args.folder), "--db", str(db), "-q"])
             print(f"{run}: {seconds:.1f} s, {db.stat().st_size:,} bytes; {summary}")
         for judge in args.judges:
-            shutil.copyfile(db, Path(scratch) / f"{judge}.sqlite")  # its own embedding cache
+            shutil.copyfile(db, Path(scratch) / f"{judge}.sqlite")  # no judge sees another's file
         for question in QUESTIONS:
             for judge in args.judges:
                 judged = str(Path(scratch) / f"{judge}.sqlite")
                 seconds, line = timed([sag2, "query", "--db", judged, "--judge", judge, question])
                 print(f"cold query, {judge}: {seconds:.1f} s ({line}) {question!r}")
-        print(f"MiniLM encoding: {encoding_rate(db)}")
     return 0
 
 

@@ -50,8 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(
             "out of memory; give a large corpus as JSONL, or lower --batch-size", EXIT_FAILURE
         )
-    except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
+    except KeyboardInterrupt as interrupt:
+        # A command that knows what the interruption kept says so (sag2 index: the count).
+        kept = f": {interrupt}" if str(interrupt) else ""
+        return _fail(f"interrupted{kept}", EXIT_INTERRUPTED)
 
 
 def _tolerant_output() -> None:

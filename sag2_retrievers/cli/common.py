@@ -19,9 +19,15 @@ from ..corpus_io import add_in_batches
 from ..documents import Document
 from ..errors import InvalidInputError
 from ..judges.base import Judge
-from ..judges.factory import JUDGE_NAMES, ServerOptions, default_judge_name, make_judge
+from ..judges.factory import (
+    JUDGE_NAMES,
+    RETIRED_JUDGES,
+    ServerOptions,
+    default_judge_name,
+    make_judge,
+)
 from ..judges.llm.transports import TEMPLATES
-from ..server_dsn import is_server
+from ..server_dsn import is_server, shown
 
 PROG = "sag2"
 TEXT_PREVIEW_CHARS = 200
@@ -29,8 +35,6 @@ DEFAULT_CONCURRENCY = {
     "jev": 16,
     "local": 1,
     "local-pool": 1,
-    "local-learned": 1,
-    "local-similarity": 1,
     "openai": 4,
     "fake": 4,
 }
@@ -38,14 +42,10 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 JUDGE_DESCRIPTIONS = {
     "local": "the offline pool judge (lexical evidence features; nothing to prepare)",
     "local-pool": "the offline pool judge (lexical evidence features; nothing to prepare)",
-    "local-learned": "the offline MiniLM logistic judge (embeds each passage it first judges)",
-    "local-similarity": "the offline MiniLM similarity judge (embeds each passage it first judges)",
     "jev": "JEV, the paper's hosted judge (sends passages to its API)",
     "openai": "your OpenAI-compatible model (sends passages to its server)",
     "fake": "a deterministic word-overlap judge for tests",
 }
-# Judges that encode passages with MiniLM at question time, the first time they see them.
-EMBEDDING_JUDGES = frozenset({"local-learned", "local-similarity"})
 
 
 class HelpFormat(argparse.ArgumentDefaultsHelpFormatter):
@@ -64,14 +64,22 @@ class UsageError(Exception):
     """Options that parse but contradict each other; reported like an argparse error."""
 
 
+def judge_name(name: str) -> str:
+    """A --judge value, refusing a retired judge's name with what to use instead."""
+    if name in RETIRED_JUDGES:
+        raise argparse.ArgumentTypeError(f"judge {name!r}: {RETIRED_JUDGES[name]}")
+    return name
+
+
 def judge_options() -> argparse.ArgumentParser:
     """Options shared by every command that uses a judge."""
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--judge",
+        type=judge_name,
         choices=JUDGE_NAMES,
         help="evidence judge (default: jev when OPENROUTER_API_KEY or TYPESAFE_API_KEY is set, "
-        "else local, the offline pool judge; local-learned and local-similarity embed passages)",
+        "else local, the offline pool judge)",
     )
     options.add_argument("--model", help="judge model name (jev, openai)")
     options.add_argument("--base-url", help="judge server URL (jev, openai)")
@@ -184,14 +192,13 @@ def concurrency(args: argparse.Namespace) -> int:
     return DEFAULT_CONCURRENCY[_judge_name(args)]
 
 
-def chosen_judge(args: argparse.Namespace, db_path: str | None = None) -> Judge:
+def chosen_judge(args: argparse.Namespace) -> Judge:
     """The judge named by --judge (or the default), with its cache when --cache is given."""
     return make_judge(
         _judge_name(args),
         model=args.model,
         base_url=args.base_url,
         cache_path=getattr(args, "cache", None),
-        db_path=db_path or getattr(args, "db", None),
         server=ServerOptions(
             args.judge_transport,
             args.judge_group,
@@ -209,17 +216,6 @@ def describe_judge(args: argparse.Namespace) -> str:
     return f"judge: {name}, {JUDGE_DESCRIPTIONS[name]}"
 
 
-def announce_embedding(args: argparse.Namespace) -> None:
-    """Say on stderr, before a silent wait, that a MiniLM judge is about to embed passages."""
-    name = _judge_name(args)
-    if name in EMBEDDING_JUDGES and not getattr(args, "quiet", False):
-        print(
-            f"{PROG}: {name} embeds the passages it has not judged before (kept in the index "
-            "file): 15-35 s for a new question on 2 cores, about 1 s once they are cached",
-            file=sys.stderr,
-        )
-
-
 def _judge_name(args: argparse.Namespace) -> str:
     """The --judge option, else the default judge."""
     return str(args.judge or default_judge_name())
@@ -227,19 +223,41 @@ def _judge_name(args: argparse.Namespace) -> str:
 
 @contextlib.contextmanager
 def existing_index(db: str) -> Iterator[DocumentIndex]:
-    """Open an index that must already exist (opening a missing path would create one)."""
+    """Open an index that must already exist (opening a missing path would create one) and
+    hold documents: an empty one answers nothing, whatever the question's wording."""
     if is_server(db):
         from ..backends.postgres import PostgresIndex
 
         with PostgresIndex(db, create=False) as server_index:
+            _refuse_empty(server_index, shown(db))
             yield server_index
         return
+    refuse_folder(db)
     if not Path(db).is_file():
         raise InvalidInputError(
             f"index file {db!r} does not exist; build it with `sag2 index CORPUS --db {db}`"
         )
     with SQLiteIndex(db, create=False) as index:
+        _refuse_empty(index, db)
         yield index
+
+
+def refuse_folder(db: str) -> None:
+    """Refuse a --db naming a folder, saying so (an index is one file)."""
+    if Path(db).is_dir():
+        raise InvalidInputError(
+            f"--db {db!r} is a folder; an index is one file: give a file path such as "
+            f"{str(Path(db) / 'index.sqlite')!r}"
+        )
+
+
+def _refuse_empty(index: DocumentIndex, name: str) -> None:
+    """Refuse an index holding no documents, naming the command that fills it."""
+    if index.document_count() == 0:
+        raise InvalidInputError(
+            f"index {name!r} is empty (0 documents), so no question can find anything; add "
+            f"documents with `sag2 index CORPUS --db {name}`"
+        )
 
 
 @contextlib.contextmanager
@@ -275,5 +293,5 @@ def preview(text: str, terms: Iterable[str] = ()) -> str:
     start = max(0, min(found, default=0) - TEXT_PREVIEW_CHARS // 4)
     if start:
         start = flat.find(" ", start) + 1 or start
-    shown = flat[start : start + TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0]
-    return ("... " if start else "") + shown + " ..."
+    excerpt = flat[start : start + TEXT_PREVIEW_CHARS].rsplit(" ", 1)[0]
+    return ("... " if start else "") + excerpt + " ..."

@@ -84,8 +84,8 @@ def run_demo(args: argparse.Namespace) -> int:
 async def _demo_run(
     index: SQLiteIndex, questions: Sequence[EvalQuestion], args: argparse.Namespace, db: str
 ) -> EvalRun:
-    """SAG2 with the chosen judge (its embedding cache in the demo index) on the questions."""
-    judge = chosen_judge(args, db_path=db)
+    """SAG2 with the chosen judge on the questions."""
+    judge = chosen_judge(args)
     print(
         f"{describe_judge(args)} [{judge.identity}]; {index.document_count():,} passages; "
         f"{len(questions)} questions"

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..analysis import DEFAULT_PROFILE, PROFILES
 from ..backends.base import DocumentIndex
 from ..backends.sqlite import SQLiteIndex, remove_index_files
 from ..corpus_folder import SKIP_REASONS, UNREADABLE, FolderCorpus, FolderTally
@@ -24,7 +25,6 @@ from ..id_claims import IdClaims
 from ..input_files import checked_encoding
 from ..server_dsn import is_server, shown
 from ..settings import IndexSettings
-from ..text import DEFAULT_PROFILE, PROFILES
 from .common import (
     EXIT_OK,
     HELP_FORMAT,
@@ -33,6 +33,7 @@ from .common import (
     make_parent,
     positive_int,
     progress,
+    refuse_folder,
     warn,
 )
 
@@ -88,6 +89,13 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
         "cp1252); default: such files are listed and the command fails after the others",
     )
     command.add_argument(
+        "--read-compressed",
+        action="store_true",
+        help="in a folder, read .gz/.bz2/.xz files decompressed (up to 128 MiB each, e.g. "
+        "Debian's changelog.Debian.gz); default: counted as skipped, since long changelogs "
+        "crowd other answers out (docs/benchmarks.md, issue 33)",
+    )
+    command.add_argument(
         "--skip-unreadable",
         action="store_true",
         help="in a folder, skip files that cannot be read (not UTF-8, not a valid .json/.jsonl "
@@ -119,6 +127,7 @@ def run_index(args: argparse.Namespace) -> int:
     claims = IdClaims()
     if is_server(args.db):
         return _index_on_server(args, corpus, tally, claims, fallback)
+    refuse_folder(args.db)
     existed = Path(args.db).exists()
     make_parent(args.db)
     started = time.perf_counter()
@@ -126,9 +135,11 @@ def run_index(args: argparse.Namespace) -> int:
         with SQLiteIndex(args.db, _requested_settings(args)) as index:
             report = _ingest(args, index, corpus, tally, claims, fallback)
             stats = index.stats()
-    except BaseException:
+    except BaseException as error:
         if not existed and _holds_no_documents(args.db):
             remove_index_files(args.db)
+        if isinstance(error, KeyboardInterrupt):
+            raise KeyboardInterrupt(_saved(args.db)) from None
         raise
     print(
         f"indexed {_records(report, claims)} in {time.perf_counter() - started:.2f} s: "
@@ -151,7 +162,9 @@ def _ingest(
         documents: Iterable[Document] = claims.kept(read_corpus(corpus, fallback), str(corpus))
         total = None
     else:
-        folder = FolderCorpus.at(corpus, args.glob or (), fallback)
+        folder = FolderCorpus.at(
+            corpus, args.glob or (), fallback, read_compressed=args.read_compressed
+        )
         files = folder.files(tally)
         documents, total = folder.documents(files, tally, claims), len(files)
     with progress(args, "indexing", "doc", total=total) as bar:
@@ -172,8 +185,12 @@ def _ingest(
 
 
 def _warn_skipped(tally: FolderTally) -> None:
-    """One warning per blank, unreadable or out-of-folder file (the others are counted)."""
-    for reason in ("blank", "outside", *UNREADABLE):
+    """One warning per unreadable file (a real failure) and per .json file read as text; the
+    rest (blank, hidden, binary, compressed files, symlinks leaving the folder: normal in a
+    system folder) are counted in the summary line."""
+    for note in tally.notes:
+        warn(note)
+    for reason in UNREADABLE:
         for relative in tally.skipped.get(reason, ()):
             problem = tally.problems.get(relative)
             warn(
@@ -203,10 +220,13 @@ def _outcome(args: argparse.Namespace, tally: FolderTally | None, claims: IdClai
     with a duplicate id were met."""
     unreadable = [] if tally is None else [f for r in UNREADABLE for f in tally.skipped.get(r, [])]
     if unreadable and not args.skip_unreadable:
+        # Given --encoding already read what it could: naming it again would not help.
+        encoding = "" if args.encoding else "--encoding NAME (e.g. latin-1) for text that is "
+        encoding += "" if args.encoding else "not UTF-8, or "
         raise InvalidInputError(
             f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
-            "everything else was. Re-run with --encoding NAME (e.g. latin-1) for text that is "
-            "not UTF-8, or --skip-unreadable to accept skipping them"
+            f"everything else was. Re-run with {encoding}--skip-unreadable to accept skipping "
+            "them"
         )
     if claims.conflicts and not args.skip_duplicates:
         raise InvalidInputError(
@@ -268,6 +288,19 @@ def _built_settings(db: str) -> IndexSettings | None:
         return None
     with SQLiteIndex(db, create=False) as index:
         return index.settings
+
+
+def _saved(db: str) -> str:
+    """What an interrupted ingest kept: the documents of every batch committed before it."""
+    try:
+        with SQLiteIndex(db, create=False) as index:
+            count = index.document_count()
+    except (SAG2Error, sqlite3.Error):
+        count = 0
+    return (
+        f"{db} holds {count:,} documents (every batch committed before the interruption); "
+        "run the same command again to add the rest (stored documents are not rewritten)"
+    )
 
 
 def _holds_no_documents(db: str) -> bool:

@@ -21,7 +21,6 @@ from .common import (
     HELP_FORMAT,
     Commands,
     UsageError,
-    announce_embedding,
     chosen_judge,
     describe_judge,
     existing_index,
@@ -106,7 +105,6 @@ def _judged_retrieval(
 ) -> tuple[RetrievalResult, str]:
     """SAG2 with the chosen judge (its HTML trace written if asked); the judge's identity."""
     judge = chosen_judge(args)
-    announce_embedding(args)
     result = asyncio.run(_retrieve(index, judge, sag2_config(args), args))
     if args.trace_html:
         make_parent(args.trace_html)

@@ -20,8 +20,6 @@ from .llm.transports import CHATML, JinjaTemplate, RenderChat, chat_template
 JUDGE_NAMES = (
     "local",
     "local-pool",
-    "local-learned",
-    "local-similarity",
     "jev",
     "openai",
     "fake",
@@ -29,6 +27,14 @@ JUDGE_NAMES = (
 # What ``local`` means: the offline judge that needs no model pass over the corpus and ranks
 # best on the train sets (docs/benchmarks.md, "Offline judge v2: the pool judge").
 LOCAL_DEFAULT = "local-pool"
+# Offline judges retired once the pool judge superseded them (CHANGELOG, issue 34): a name
+# someone still uses gets what to use instead, not "unknown judge".
+RETIRED_JUDGES = {
+    "local-learned": "the MiniLM judges were retired (the pool judge, `local`, ranks better "
+    "offline and needs no model files); use --judge local",
+    "local-similarity": "the MiniLM judges were retired (the pool judge, `local`, ranks better "
+    "offline and needs no model files); use --judge local",
+}
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")
@@ -69,16 +75,16 @@ def make_judge(
     model: str | None = None,
     base_url: str | None = None,
     cache_path: str | None = None,
-    db_path: str | None = None,
     server: ServerOptions | None = None,
 ) -> Judge:
     """The judge called ``name``, wrapped in a judgment cache at ``cache_path`` when given.
 
-    ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``db_path`` (the
-    index file) holds the local judge's embedding cache, so passages are encoded once.
-    ``server`` sets how the openai judge talks to its server.
+    ``model`` and ``base_url`` override the JEV or OpenAI-compatible defaults. ``server`` sets
+    how the openai judge talks to its server. A retired judge's name says what to use.
     """
     server = server or ServerOptions()
+    if name in RETIRED_JUDGES:
+        raise JudgeConfigurationError(f"judge {name!r}: {RETIRED_JUDGES[name]}")
     if name == "openai":
         judge = _openai_judge(model, base_url, server)
     elif not server.is_default():
@@ -87,13 +93,11 @@ def make_judge(
             f"--judge-timeout apply to the openai judge, not {name!r}"
         )
     else:
-        judge = _base_judge(name, model=model, base_url=base_url, db_path=db_path)
+        judge = _base_judge(name, model=model, base_url=base_url)
     return CachedJudge(judge, cache_path) if cache_path else judge
 
 
-def _base_judge(
-    name: str, *, model: str | None, base_url: str | None, db_path: str | None
-) -> Judge:
+def _base_judge(name: str, *, model: str | None, base_url: str | None) -> Judge:
     """Dispatch on the judge name."""
     if name == "fake":
         return OverlapJudge()
@@ -103,10 +107,6 @@ def _base_judge(
         name = LOCAL_DEFAULT
     if name == "local-pool":
         return _pool_judge()
-    if name == "local-learned":
-        return _learned_judge(db_path)
-    if name == "local-similarity":
-        return _local_judge(db_path)
     raise InvalidInputError(f"unknown judge {name!r}; choose one of {', '.join(JUDGE_NAMES)}")
 
 
@@ -190,17 +190,3 @@ def _pool_judge() -> Judge:
     from .offline.pool import PoolJudge
 
     return PoolJudge()
-
-
-def _learned_judge(db_path: str | None) -> Judge:
-    """The offline learned evidence judge, imported lazily: its dependencies are optional."""
-    from .learned import LearnedJudge
-
-    return LearnedJudge(cache_path=db_path)
-
-
-def _local_judge(db_path: str | None) -> Judge:
-    """The offline similarity judge, imported lazily because its dependencies are optional."""
-    from .similarity import LocalJudge
-
-    return LocalJudge(cache_path=db_path)

@@ -26,6 +26,8 @@ from sag2_retrievers.adapter_kit import (
     is_random_id,
     plan_ingest,
     precompute_judge,
+    stable_source_id,
+    write_changed,
 )
 from sag2_retrievers.errors import IndexSettingsMismatchError
 from sag2_retrievers.judges.fakes import OverlapJudge
@@ -272,3 +274,24 @@ def test_one_unit_per_source_document_by_default_more_when_asked(tmp_path: Path)
 def test_units_per_document_must_be_positive() -> None:
     with pytest.raises(InvalidInputError, match="units_per_document"):
         SAG2Config(units_per_document=0)
+
+
+def test_a_random_source_id_becomes_its_file_path_else_its_content_hash() -> None:
+    random_id = str(uuid.uuid4())
+    assert stable_source_id("memo", {"file_path": "/d/a.md"}, "h") == "memo"
+    assert stable_source_id(random_id, {"file_path": "/d/a.md"}, "h") == "/d/a.md"
+    assert stable_source_id(random_id, {}, "h") == stable_source_id(str(uuid.uuid4()), {}, "h")
+    assert stable_source_id(random_id, {}, None) == random_id
+
+
+def test_write_changed_skips_documents_stored_unchanged_even_if_read_again_later(
+    tmp_path: Path,
+) -> None:
+    """A reader's last-access date changes on every read; it alone does not make a rewrite."""
+    monday = {"file_path": "/d/a.md", "last_accessed_date": "2026-12-07"}
+    tuesday = {**monday, "last_accessed_date": "2026-12-08"}
+    with SQLiteIndex(tmp_path / "i.sqlite") as index:
+        first = write_changed(index, [Document("a", "Alpha text.", "A", monday)])
+        again = write_changed(index, [Document("a", "Alpha text.", "A", tuesday)])
+        edited = write_changed(index, [Document("a", "Alpha text, edited.", "A", tuesday)])
+    assert [d.id for d in first] == ["a"] and again == [] and [d.id for d in edited] == ["a"]

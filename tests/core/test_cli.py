@@ -500,15 +500,15 @@ def test_factory_openai_without_settings_says_what_to_set(monkeypatch: pytest.Mo
         make_judge("openai", base_url="http://127.0.0.1:8000")
 
 
-def test_factory_local_without_its_dependencies_explains(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], db: Path
+@pytest.mark.parametrize("name", ["local-learned", "local-similarity"])
+def test_a_retired_judge_says_it_was_retired_and_what_to_use(
+    name: str, capsys: pytest.CaptureFixture[str], db: Path
 ) -> None:
-    """When onnxruntime is missing, a MiniLM judge fails with an install hint (exit 1)."""
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)
-    with pytest.raises(JudgeConfigurationError, match="pip install"):
-        make_judge("local-learned")
-    code, _, err = _run(["query", "--db", str(db), "question", "--judge", "local-learned"], capsys)
-    assert code == 1 and "pip install" in err
+    """The MiniLM judges are gone (issue 34): their names say so, in Python and the CLI."""
+    with pytest.raises(JudgeConfigurationError, match=r"retired.*use --judge local"):
+        make_judge(name)
+    code, _, err = _run(["query", "--db", str(db), "question", "--judge", name], capsys)
+    assert code == 2 and f"judge {name!r}: the MiniLM judges were retired" in err
 
 
 def test_the_default_local_judge_needs_no_onnxruntime(
@@ -524,6 +524,6 @@ def test_factory_rejects_unknown_names() -> None:
     """An unknown judge name lists the choices."""
     with pytest.raises(
         InvalidInputError,
-        match="local, local-pool, local-learned, local-similarity, jev, openai, fake",
+        match="local, local-pool, jev, openai, fake",
     ):
         make_judge("oracle")

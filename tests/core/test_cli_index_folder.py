@@ -40,7 +40,7 @@ def test_index_a_folder_of_text_markdown_and_jsonl(
     code, out, err = run(["index", str(folder), "--db", str(db), "--quiet"], capsys)
     assert code == 0, err
     assert "holds 3 documents" in out
-    assert "blank.md" in err and "warning" in err
+    assert "1 blank" in out and "blank.md" not in err
     with SQLiteIndex(db, create=False) as index:
         guide = index.document("guide.md")
         notes = index.document("dijon_notes.txt")

@@ -67,15 +67,3 @@ def test_a_stopwords_only_question_is_explained_in_plain_words(
     out = query(db, "the of and", capsys)
     assert "no evidence found: the question has no searchable term" in out
     assert "query expression" not in out
-
-
-def test_an_embedding_judge_says_it_will_embed_before_the_wait(
-    db: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from sag2_retrievers.cli import query as query_command
-    from sag2_retrievers.judges.fakes import OverlapJudge
-
-    monkeypatch.setattr(query_command, "chosen_judge", lambda args: OverlapJudge())
-    assert main(["query", "--db", db, "permission", "--judge", "local-learned"]) == 0
-    err = capsys.readouterr().err
-    assert "local-learned embeds the passages it has not judged before" in err

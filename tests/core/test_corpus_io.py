@@ -75,7 +75,10 @@ def test_bad_jsonl_line_is_named(tmp_path: Path) -> None:
 def test_record_without_text_is_named(tmp_path: Path) -> None:
     """A list record lacking text is reported with its 1-based record number."""
     path = _write_json(tmp_path / "c.json", [{"title": "A", "text": "a"}, {"title": "B"}])
-    with pytest.raises(InvalidInputError, match=r"record 2: needs a string `text`"):
+    with pytest.raises(
+        InvalidInputError,
+        match=r"not a corpus \(item 2 is not an object with a string `text` field\)",
+    ):
         list(read_corpus(path))
 
 
@@ -101,7 +104,9 @@ def test_missing_file_is_reported(tmp_path: Path) -> None:
 
 def test_scalar_json_is_rejected(tmp_path: Path) -> None:
     """A JSON number is none of the accepted shapes."""
-    with pytest.raises(InvalidInputError, match="expected a JSON list"):
+    with pytest.raises(
+        InvalidInputError, match=r"the file holds a JSON number\); a \.json corpus is a list of"
+    ):
         read_corpus(_write_json(tmp_path / "c.json", 3))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 from collections.abc import Callable, Coroutine
 from datetime import datetime, timezone
 from typing import Any
@@ -20,6 +21,7 @@ from sag2_retrievers.judges.base import (
     ContextPassage,
     JudgeRequest,
 )
+from sag2_retrievers.judges.llm._connect import connect_failure
 from sag2_retrievers.judges.llm._http import Secret, parse_retry_after
 from sag2_retrievers.judges.llm.jev import (
     CRITERION_FALSE,
@@ -285,11 +287,67 @@ async def test_transient_statuses_are_retried(status: int) -> None:
     assert len(sleep.delays) == 1 and sleep.delays[0] > 0
 
 
-@pytest.mark.parametrize("error", [httpx.ReadTimeout, httpx.ConnectTimeout, httpx.ConnectError])
-async def test_timeouts_and_connection_errors_are_retried(error: type[httpx.HTTPError]) -> None:
+@pytest.mark.parametrize(
+    "error", [httpx.ReadTimeout, httpx.ConnectTimeout, httpx.ReadError, httpx.RemoteProtocolError]
+)
+async def test_timeouts_and_dropped_connections_are_retried(error: type[httpx.HTTPError]) -> None:
     recorder = Recorder(error("network trouble"))
     assert await make_judge(recorder).score(make_request(1)) == [0.0]
     assert len(recorder.requests) == 2
+
+
+def resolver_failure() -> httpx.ConnectError:
+    """What httpx raises when the host name does not resolve: the resolver's error inside."""
+    error = httpx.ConnectError("[Errno -2] Name or service not known")
+    error.__cause__ = socket.gaierror(-2, "Name or service not known")
+    return error
+
+
+def refused_connection() -> httpx.ConnectError:
+    """What httpx raises when nothing listens at the address."""
+    error = httpx.ConnectError("[Errno 111] Connection refused")
+    error.__cause__ = ConnectionRefusedError(111, "Connection refused")
+    return error
+
+
+async def test_a_host_name_that_does_not_resolve_fails_at_once_saying_dns() -> None:
+    sleep = FakeSleep()
+    recorder = Recorder(resolver_failure(), httpx.Response(200, json={"answers": [True]}))
+    with pytest.raises(JudgeError) as caught:
+        await make_judge(recorder, retry_sleep=sleep).score(make_request(1))
+    message = str(caught.value)
+    assert "could not be resolved (DNS)" in message and "'openrouter.ai'" in message
+    assert "concurrency" not in message and ".." not in message
+    assert len(recorder.requests) == 1 and sleep.delays == []
+
+
+async def test_a_refused_connection_fails_at_once_saying_nothing_listens() -> None:
+    sleep = FakeSleep()
+    recorder = Recorder(refused_connection(), httpx.Response(200, json={"answers": [True]}))
+    with pytest.raises(JudgeError) as caught:
+        await make_judge(recorder, retry_sleep=sleep).score(make_request(1))
+    message = str(caught.value)
+    assert "refused the connection (no server listening there)" in message
+    assert "DNS" not in message and "concurrency" not in message and ".." not in message
+    assert len(recorder.requests) == 1 and sleep.delays == []
+
+
+def test_connect_failures_are_told_apart_by_their_words_alone() -> None:
+    url = "http://127.0.0.1:8080/v1"
+    dns = connect_failure(url, httpx.ConnectError("getaddrinfo failed"))
+    refused = connect_failure(url, httpx.ConnectError("[Errno 111] Connection refused"))
+    other = connect_failure(url, httpx.ConnectError("network is unreachable"))
+    assert "(DNS)" in dns and "127.0.0.1:8080 refused the connection" in refused
+    assert other.startswith("could not connect to 127.0.0.1:8080 (network is unreachable)")
+
+
+async def test_a_connection_closed_every_time_gives_up_without_load_advice() -> None:
+    recorder = Recorder(*[httpx.RemoteProtocolError("Server disconnected.")] * 3)
+    with pytest.raises(JudgeError) as caught:
+        await make_judge(recorder, max_attempts=3, retry_sleep=FakeSleep()).score(make_request(1))
+    message = str(caught.value)
+    assert "the connection closed without a complete reply each time" in message
+    assert "concurrency" not in message and ".." not in message
 
 
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])

@@ -41,11 +41,32 @@ def sample_folder(folder: Path) -> None:
     (folder / "gustave_eiffel.txt").write_text("Gustave Eiffel was born in Dijon in 1832.\n")
 
 
+def empty_results(code: str, namespace: dict[str, object]) -> list[str]:
+    """The names a block assigns at its top level that hold nothing to show: an empty list of
+    results, or a query engine's "Empty Response" (a README example must return something)."""
+    assigned = [
+        target.id
+        for statement in ast.parse(code).body
+        if isinstance(statement, (ast.Assign, ast.AnnAssign))
+        for target in (
+            statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        )
+        if isinstance(target, ast.Name)
+    ]
+    return [
+        name
+        for name in dict.fromkeys(assigned)
+        if (isinstance(namespace.get(name), list) and not namespace[name])
+        or str(namespace.get(name)) == "Empty Response"
+    ]
+
+
 @pytest.mark.parametrize("readme", READMES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_python_blocks_run_as_written(
     readme: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The blocks of one README run in order in one namespace (later ones use earlier names)."""
+    """The blocks of one README run in order in one namespace (later ones use earlier names),
+    and every list of results or response a block assigns holds something."""
     monkeypatch.chdir(tmp_path)
     sample_folder(tmp_path / "data")
     namespace: dict[str, object] = {"__name__": "__readme__"}
@@ -60,6 +81,7 @@ def test_python_blocks_run_as_written(
             outcome = eval(compiled, namespace)  # top-level await makes a coroutine
             if inspect.iscoroutine(outcome):
                 asyncio.run(outcome)
+            assert empty_results(code, namespace) == [], f"{readme.name} block {number}"
     for value in list(namespace.values()):
         close = getattr(value, "close", None)
         if callable(close) and type(value).__name__ == "SAG2Retriever":
@@ -87,6 +109,30 @@ def test_the_readme_index_commands_run_on_files_a_clone_has(
         assert main([*argv, "--quiet"]) == 0, capsys.readouterr().err
         with SQLiteIndex(tmp_path / argv[argv.index("--db") + 1], create=False) as index:
             assert index.document_count() > 0
+
+
+def test_the_readme_query_commands_return_results(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every `sag2 query` line runs verbatim on the indexes its `sag2 index` lines build and
+    prints at least one ranked result."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("sag2_retrievers", "docs"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    commands = [
+        shlex.split(line.split("#", 1)[0])[1:]
+        for block in blocks(ROOT / "README.md", "bash")
+        for line in block.splitlines()
+        if line.startswith(("sag2 index ", "sag2 query "))
+    ]
+    queries = [argv for argv in commands if argv[0] == "query"]
+    assert queries
+    for argv in commands:
+        code = main([*argv, "--quiet"])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        if argv[0] == "query":
+            assert re.search(r"^ +1\. \[", out, re.MULTILINE), f"no result for {argv}:\n{out}"
 
 
 def _input_of(argv: list[str]) -> str | None:

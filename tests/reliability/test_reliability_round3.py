@@ -15,7 +15,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from sag2_retrievers import SQLiteIndex
@@ -34,7 +33,6 @@ from sag2_retrievers.errors import (
 )
 from sag2_retrievers.filters import MAX_CONDITIONS
 from sag2_retrievers.judges import JEVJudge, OpenAICompatJudge
-from sag2_retrievers.judges._embeddings import DIMENSIONS, EmbeddingCache
 from sag2_retrievers.judges.base import Candidate, JudgeRequest
 from sag2_retrievers.judges.llm._secrets import HTTP_LOGGERS, read_key
 from tests.postgres_server import PostgresServer
@@ -183,49 +181,6 @@ def test_opening_an_index_for_search_does_not_wait_for_a_writer(
         holder.join()
 
 
-def test_an_embedding_cache_write_never_fails_a_query(
-    index_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Defect 3: a local judge caching embeddings in the index file waited out the busy
-    timeout, then raised a JudgeError, while another process was writing the file; now the
-    write is skipped after a short wait, with a warning."""
-    with SQLiteIndex(index_path) as index:
-        index.add_documents([Document("a", "alpha bravo")], parallel=False)
-    vector = np.ones(DIMENSIONS, dtype=np.float32)
-    before = EmbeddingCache("model", index_path)
-    before.put_many({"warm": vector})
-    holding = threading.Event()
-    holder = _hold_write_lock(index_path, 5.0, holding)
-    try:
-        started = time.perf_counter()
-        before.put_many({"new": vector})
-        assert time.perf_counter() - started < 3.0
-        assert set(before.get_many(["warm", "new"])) == {"warm", "new"}
-        assert "busy: another process is writing" in caplog.text
-    finally:
-        holder.join()
-    before.close()
-
-
-def test_a_new_embedding_cache_table_is_kept_in_memory_while_another_process_writes(
-    index_path: Path,
-) -> None:
-    """Defect 3: creating the cache table needs the write lock; busy, the cache stays in memory."""
-    with SQLiteIndex(index_path) as index:
-        index.add_documents([Document("a", "alpha bravo")], parallel=False)
-    holding = threading.Event()
-    holder = _hold_write_lock(index_path, 5.0, holding)
-    try:
-        started = time.perf_counter()
-        cache = EmbeddingCache("model", index_path)
-        assert time.perf_counter() - started < 3.0
-        cache.put_many({"new": np.ones(DIMENSIONS, dtype=np.float32)})
-        assert list(cache.get_many(["new"])) == ["new"]
-    finally:
-        holder.join()
-    cache.close()
-
-
 # -- item 2: the analysis pool never deadlocks, and no ingest wait is unbounded -----------
 
 _FORK_WHILE_LOADING = """
@@ -265,6 +220,7 @@ def test_a_stuck_analysis_worker_is_a_clear_error_in_bounded_time(
     index_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defect 2: ingest waited on its workers' results without a bound."""
+    bound = (ingest.ANALYSIS_GRACE_SECONDS, ingest.ANALYSIS_MIN_CHARS_PER_SECOND)
     monkeypatch.setattr(ingest, "ANALYSIS_GRACE_SECONDS", 0.5)
     monkeypatch.setattr(ingest, "ANALYSIS_MIN_CHARS_PER_SECOND", 10**9)
     documents = [Document(f"d{n}", _long_text(50_000, seed=n)) for n in range(10)]
@@ -275,6 +231,10 @@ def test_a_stuck_analysis_worker_is_a_clear_error_in_bounded_time(
             index.add_documents(documents)
         assert time.perf_counter() - started < 4
         assert index.document_count() == 0
+        # The next ingest forks new workers, which a loaded machine may not do in 0.5 s: it
+        # gets the real bound, since what it checks is recovery, not speed.
+        monkeypatch.setattr(ingest, "ANALYSIS_GRACE_SECONDS", bound[0])
+        monkeypatch.setattr(ingest, "ANALYSIS_MIN_CHARS_PER_SECOND", bound[1])
         monkeypatch.setattr(index, "unit_statistics", PostingsCounter())
         assert index.add_documents(documents) > 0
 

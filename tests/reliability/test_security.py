@@ -42,6 +42,7 @@ from sag2_retrievers.judges import (
     ScriptedJudge,
 )
 from sag2_retrievers.judges.base import DEFAULT_INSTRUCTION, Candidate, Judge, JudgeRequest
+from sag2_retrievers.judges.factory import make_judge as named_judge
 from sag2_retrievers.judges.llm._http import BODY_EXCERPT_CHARS, RetryPolicy
 from sag2_retrievers.judges.llm.jev import CRITERION_FALSE, CRITERION_TRUE, QUESTION_TASK
 from tests.fault_server import Fault, FaultPlan, FaultServer, candidate_score
@@ -295,13 +296,8 @@ async def test_local_judges_and_loopback_servers_are_accepted_when_remote_ones_a
 def test_the_offline_local_judge_is_accepted_when_remote_judges_are_not(
     index: SQLiteIndex,
 ) -> None:
-    pytest.importorskip("onnxruntime")
-    pytest.importorskip("tokenizers")
-    from sag2_retrievers.judges.similarity import LocalJudge
-
-    judge = LocalJudge()
+    judge = named_judge("local")
     assert SAG2Engine(index, judge, allow_remote_judges=False).judge is judge
-    judge.close()
 
 
 # -- prompt injection --------------------------------------------------------------------------

@@ -2,26 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from typing import Any
 
-from langchain_core.callbacks import Callbacks
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable, RunnableConfig
 
-from sag2_retrievers import InvalidInputError, Judge
-from sag2_retrievers.judges.chat import (
+from sag2_retrievers import InvalidInputError
+from sag2_retrievers.judges.llm.chat import (
     ChatAnswer,
     ChatMessages,
     ChatModelJudge,
     openai_alternatives,
     runs_on_this_machine,
 )
-from sag2_retrievers.judges.prompts import JudgePrompt
-from sag2_retrievers.judges.tokens import read_token_counts
+from sag2_retrievers.judges.llm.prompts import JudgePrompt
+from sag2_retrievers.judges.llm.tokens import read_token_counts
+
+from .judge_choice import RUN_CALLBACKS
 
 TOP_LOGPROBS = 20
 # Output caps for a model on this machine: a yes/no or 0-4 answer, ended at a line break.
@@ -31,9 +30,6 @@ ANSWER_TOKENS = 4
 ANSWER_STOP = ["\n"]
 MESSAGE_TYPES = {"system": SystemMessage, "user": HumanMessage}
 EPHEMERAL = {"type": "ephemeral"}
-
-# The callbacks of the retrieval run under way, so the judge's model calls become its children.
-_RUN_CALLBACKS: ContextVar[Callbacks] = ContextVar("sag2_langchain_run_callbacks", default=None)
 
 
 class LangChainJudge(ChatModelJudge):
@@ -106,7 +102,7 @@ class LangChainJudge(ChatModelJudge):
 
     async def _invoke(self, chat: list[BaseMessage]) -> ChatAnswer:
         """One ``ainvoke`` call, as a child of the retrieval run when there is one."""
-        config: RunnableConfig = {"run_name": "sag2_judge", "callbacks": _RUN_CALLBACKS.get()}
+        config: RunnableConfig = {"run_name": "sag2_judge", "callbacks": RUN_CALLBACKS.get()}
         reply = await self._runnable.ainvoke(chat, config=config)
         if not isinstance(reply, AIMessage):
             raise InvalidInputError(
@@ -139,16 +135,6 @@ def is_anthropic(model: object) -> bool:
     )
 
 
-@contextmanager
-def judge_callbacks(callbacks: Callbacks) -> Iterator[None]:
-    """Make judge calls in this task (and the tasks it starts) children of ``callbacks``' run."""
-    token = _RUN_CALLBACKS.set(callbacks)
-    try:
-        yield
-    finally:
-        _RUN_CALLBACKS.reset(token)
-
-
 def _bound(
     chat_model: BaseChatModel, logprobs: bool | None, *, capped: bool
 ) -> Runnable[list[BaseMessage], BaseMessage]:
@@ -174,16 +160,3 @@ def _first_token_alternatives(logprobs: object) -> tuple[tuple[str, float], ...]
     if not isinstance(records, list) or not records:
         return None
     return openai_alternatives(records[0])
-
-
-def as_judge(judge: object) -> Judge | None:
-    """A judge as given, a LangChain chat model wrapped in `LangChainJudge`, or None."""
-    if judge is None or isinstance(judge, Judge):
-        return judge
-    if isinstance(judge, BaseChatModel):
-        return LangChainJudge(judge)
-    raise TypeError(
-        "judge must be a sag2_retrievers Judge (JEVJudge, OpenAICompatJudge, LocalJudge, "
-        "CachedJudge, ...), a LangChainJudge, or a LangChain BaseChatModel to wrap in one; "
-        f"got {type(judge).__name__}"
-    )

@@ -3,59 +3,45 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
-import re
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
     AsyncCallbackManagerForRetrieverRun,
     CallbackManagerForRetrieverRun,
 )
 from langchain_core.documents import Document
-from langchain_core.language_models import BaseChatModel
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from sag2_retrievers import Document as SourceDocument
 from sag2_retrievers import (
     DocumentIndex,
     Filters,
     IndexSettings,
     InvalidInputError,
     Judge,
-    RetrievalResult,
-    RetrievedUnit,
     RoundTrace,
     SAG2Config,
     SAG2Engine,
-    SAG2Error,
 )
 from sag2_retrievers.adapter_kit import (
-    AdapterIndex,
-    SourceRecord,
-    document_title,
+    AdapterSession,
     judge_or_local,
     open_index,
-    plan_ingest,
-    precompute_judge,
+    write_and_prepare,
 )
-from sag2_retrievers.markdown import HEADING_SEPARATOR
-from sag2_retrievers.results import why_empty
 
-from .judges import as_judge, judge_callbacks
+from .events import result_report, round_report
+from .judge_choice import as_judge, judge_callbacks
+from .mapping import to_documents, to_source_documents
 
-logger = logging.getLogger(__name__)
-_SPLITTER_HEADER = re.compile(r"Header ([1-6])")
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
-ROUND_EVENT = "sag2_round"
-RESULT_EVENT = "sag2_result"
-
-Report = tuple[str, str, dict[str, Any]]
+REOPEN = "open the index file again with SAG2Retriever(db_path=..., judge=...)"
 
 
 class SAG2Retriever(BaseRetriever):
@@ -71,11 +57,12 @@ class SAG2Retriever(BaseRetriever):
     (``search_kwargs=``, ``llm=``, typos) are refused.
 
     Setup:
-        Install ``langchain-sag2``. With ``judge=None`` the retriever uses the offline local
-        judge, which needs the core's ``local`` extra; any other judge can be passed in.
+        Install ``langchain-sag2`` from a checkout (the names are not on PyPI yet). With
+        ``judge=None`` the retriever uses the offline pool judge (numpy only); any other judge
+        can be passed in.
 
         ```bash
-        pip install -U langchain-sag2 "sag2-retrievers[local]"
+        pip install -e . -e ./integrations/langchain-sag2
         ```
 
     Key init args:
@@ -84,8 +71,7 @@ class SAG2Retriever(BaseRetriever):
             overrides it for one call.
         judge: sag2_retrievers.judges.Judge | BaseChatModel | None
             The evidence judge. A LangChain chat model is wrapped in ``LangChainJudge``.
-            ``None`` builds the offline local judge, which caches passage embeddings in the
-            index file.
+            ``None`` builds the offline local (pool) judge, which writes nothing to the index.
         config: SAG2Config
             Retrieval parameters (rounds, pool sizes, ...), the paper's defaults.
         db_path: str | Path | None
@@ -105,8 +91,8 @@ class SAG2Retriever(BaseRetriever):
             Blank documents are skipped with one warning naming them (default); ``False``
             raises instead.
         precompute_judge: bool
-            Let the judge prepare passages as they are added (the local judge embeds them,
-            with a progress bar), so the first question is not slow (default ``True``).
+            Let the judge prepare passages as they are added, for judges with passage-side
+            work (default ``True``; the local pool judge has none).
         units_per_document: int | None
             How many chunks of one source document may be among the ``k`` results (sets
             ``config.units_per_document``); ``None`` keeps the config's, by default 1 (the
@@ -147,9 +133,10 @@ class SAG2Retriever(BaseRetriever):
         Each result's ``metadata`` is ``title`` (the title searched, unless the stored metadata
         has one), the stored metadata, and ``score`` (the judge's
         probability), ``doc_id``, ``start_index`` / ``end_index`` (offsets of
-        ``page_content`` in the source text), ``sag2_round`` (0 = initial BM25 list) and
-        ``sag2_rank`` (1-based rank among all chunks). These keys override stored metadata
-        of the same name.
+        ``page_content`` in the source text), ``sag2_round`` (0 = initial BM25 list),
+        ``sag2_position`` (1-based place in the returned list: 1, 2, 3, ...) and ``sag2_rank``
+        (1-based rank among every chunk judged, so with one chunk per document it can skip:
+        1, 2, 13, ...). These keys override stored metadata of the same name.
 
     Use within a chain:
         ```python
@@ -198,7 +185,7 @@ class SAG2Retriever(BaseRetriever):
     skip_empty: bool = True
     """Skip blank documents with one warning (True) or raise (False)."""
     precompute_judge: bool = True
-    """Let the judge prepare the passages of added documents (local judge: embeddings)."""
+    """Let the judge prepare the passages of added documents (judges with passage work)."""
     units_per_document: int | None = Field(default=None, ge=1)
     """Chunks of one source document allowed among the results (None: the config's, 1)."""
     backend: DocumentIndex | None = Field(default=None, repr=False)
@@ -228,16 +215,14 @@ class SAG2Retriever(BaseRetriever):
         """A LangChain chat model given as the judge is wrapped in a LangChainJudge."""
         return as_judge(judge)
 
-    _opened: AdapterIndex = PrivateAttr()
-    _engine: SAG2Engine = PrivateAttr()
-    _closed: bool = PrivateAttr(default=False)
+    _session: AdapterSession = PrivateAttr()
 
     def model_post_init(self, context: Any, /) -> None:
         """Open or create the index file, build the default judge if needed, start the engine."""
         super().model_post_init(context)
         if self.units_per_document is not None:
             self.config = self.config.with_changes(units_per_document=self.units_per_document)
-        self._opened = open_index(
+        opened = open_index(
             self.backend,
             self.db_path,
             self.index_settings,
@@ -246,18 +231,16 @@ class SAG2Retriever(BaseRetriever):
             file_name="index.sqlite",
         )
         if self.backend is None:
-            self.db_path = self._opened.path
+            self.db_path = opened.path
         try:
-            self.judge = judge_or_local(self.judge, self._opened.index)
-            self._engine = SAG2Engine(
-                self._opened.index,
-                self.judge,
-                self.config,
-                allow_remote_judges=self.allow_remote_judges,
+            self.judge = judge_or_local(self.judge)
+            engine = SAG2Engine(
+                opened.index, self.judge, self.config, allow_remote_judges=self.allow_remote_judges
             )
         except BaseException:
-            self._release()
+            opened.release()
             raise
+        self._session = AdapterSession(opened, engine, REOPEN)
 
     # -- construction ----------------------------------------------------------------------
 
@@ -314,7 +297,7 @@ class SAG2Retriever(BaseRetriever):
             retriever.add_documents(documents, ids)
         except BaseException:
             retriever.close()
-            retriever._opened.remove_if_created()
+            retriever._session.opened.remove_if_created()
             raise
         return retriever
 
@@ -323,8 +306,8 @@ class SAG2Retriever(BaseRetriever):
     @property
     def index(self) -> DocumentIndex:
         """The underlying index, for stats, ``optimize()`` or reading stored documents."""
-        self._require_open()
-        return self._opened.index
+        self._session.open_engine()
+        return self._session.opened.index
 
     def add_documents(
         self, documents: Iterable[Document], ids: Sequence[str] | None = None
@@ -335,37 +318,20 @@ class SAG2Retriever(BaseRetriever):
         ``metadata["source"]`` (``<path>_part_<i>`` when one file gave several documents),
         else a hash of the text and metadata, so re-adding the same files changes nothing.
         Blank documents are skipped with one warning and exact repeats stored once; neither
-        adds an id to the result.
+        adds an id to the result. Documents stored already unchanged are not rewritten.
         """
-        self._require_open()
-        batch = list(documents)
-        given = _given_ids(batch, ids)
-        records = [
-            SourceRecord(doc_id, document.page_content, document.metadata)
-            for doc_id, document in zip(given, batch, strict=True)
-        ]
-        planned = plan_ingest(records, skip_empty=self.skip_empty)
-        self._opened.index.add_documents(
-            [self._source_document(doc_id, batch[position]) for position, doc_id in planned]
+        index = self.index
+        batch = to_source_documents(
+            list(documents), ids, self.title_key, skip_empty=self.skip_empty
         )
-        doc_ids = [doc_id for _, doc_id in planned]
-        if self.precompute_judge and doc_ids and self.judge is not None:
-            precompute_judge(self._opened.index, self.judge, doc_ids)
-        return doc_ids
+        assert self.judge is not None  # set at construction
+        write_and_prepare(index, self.judge, batch, prepare=self.precompute_judge)
+        return [document.id for document in batch]
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents (with all their chunks) by id; returns how many were stored."""
-        self._require_open()
-        removed: int = self._opened.index.delete(ids)
+        removed: int = self.index.delete(ids)
         return removed
-
-    def _source_document(self, doc_id: str, document: Document) -> SourceDocument:
-        """The core record of a LangChain document: text, title from metadata, metadata, and
-        the heading path `MarkdownHeaderTextSplitter` records ("Header 1", "Header 2", ...)."""
-        metadata = dict(document.metadata)
-        title = document_title(document.page_content, metadata, self.title_key)
-        heading = _splitter_heading(metadata)
-        return SourceDocument(doc_id, document.page_content, title, metadata, heading=heading)
 
     # -- retrieval -------------------------------------------------------------------------
 
@@ -380,14 +346,14 @@ class SAG2Retriever(BaseRetriever):
     ) -> list[Document]:
         """Run SAG2 on the engine's loop thread, reporting each round as it completes."""
         _refuse_unknown_options(unknown)
-        engine = self._open_engine()
+        engine = self._session.open_engine()
         reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
         events = run_manager.get_child()
 
         async def report_round(trace: RoundTrace) -> None:
             # On the engine's loop thread, which other retrievals share: SQLite goes to a worker.
             sources = await asyncio.to_thread(self._unit_sources, [trace])
-            name, text, data = _round_report(trace, sources)
+            name, text, data = round_report(trace, sources)
             run_manager.on_text(text)
             events.on_custom_event(name, data, run_id=run_manager.run_id)
 
@@ -399,10 +365,10 @@ class SAG2Retriever(BaseRetriever):
                 on_round=report_round if reporting else None,
             )
         if reporting:
-            name, text, data = _result_report(result)
+            name, text, data = result_report(result)
             run_manager.on_text(text)
             events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return _documents(result)
+        return to_documents(result)
 
     async def _aget_relevant_documents(
         self,
@@ -415,13 +381,13 @@ class SAG2Retriever(BaseRetriever):
     ) -> list[Document]:
         """Run SAG2 on the caller's event loop, reporting each round as it completes."""
         _refuse_unknown_options(unknown)
-        engine = self._open_engine()
+        engine = self._session.open_engine()
         reporting = bool(run_manager.handlers or run_manager.inheritable_handlers)
         events = run_manager.get_child()
 
         async def report_round(trace: RoundTrace) -> None:
             sources = await asyncio.to_thread(self._unit_sources, [trace])
-            name, text, data = _round_report(trace, sources)
+            name, text, data = round_report(trace, sources)
             await run_manager.on_text(text)
             await events.on_custom_event(name, data, run_id=run_manager.run_id)
 
@@ -433,33 +399,26 @@ class SAG2Retriever(BaseRetriever):
                 on_round=report_round if reporting else None,
             )
         if reporting:
-            name, text, data = _result_report(result)
+            name, text, data = result_report(result)
             await run_manager.on_text(text)
             await events.on_custom_event(name, data, run_id=run_manager.run_id)
-        return _documents(result)
+        return to_documents(result)
 
     def _unit_sources(self, traces: Sequence[RoundTrace]) -> dict[int, str]:
         """The source document id of every unit the rounds name as seeds or new candidates."""
         unit_ids = {u for trace in traces for u in (*trace.seeds, *trace.new_candidates)}
-        return {
-            unit_id: unit.doc_id for unit_id, unit in self._opened.index.units(unit_ids).items()
-        }
+        units = self._session.opened.index.units(unit_ids)
+        return {unit_id: unit.doc_id for unit_id, unit in units.items()}
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Close the engine and its judge and the index; delete a temporary index file."""
-        if not self._closed:
-            self._closed = True
-            self._engine.close()
-            self._release()
+        self._session.close()
 
     async def aclose(self) -> None:
         """Async ``close``: the judge is closed on the running event loop."""
-        if not self._closed:
-            self._closed = True
-            await self._engine.aclose()
-            self._release()
+        await self._session.aclose()
 
     def __enter__(self) -> SAG2Retriever:
         """Use the retriever in a ``with`` block that closes it."""
@@ -477,23 +436,6 @@ class SAG2Retriever(BaseRetriever):
         """Close on leaving the ``async with`` block."""
         await self.aclose()
 
-    def _release(self) -> None:
-        """Close this thread's index connection and remove the temporary directory, if any."""
-        self._opened.release()
-
-    def _open_engine(self) -> SAG2Engine:
-        """The engine, or an error when the retriever was closed."""
-        self._require_open()
-        return self._engine
-
-    def _require_open(self) -> None:
-        """Raise when the retriever was closed."""
-        if self._closed:
-            raise SAG2Error(
-                "this SAG2Retriever is closed; open the index file again with "
-                "SAG2Retriever(db_path=..., judge=...)"
-            )
-
 
 def _refuse_unknown_options(unknown: Mapping[str, Any]) -> None:
     """Name a misspelt invoke option in words the caller wrote (not a private method's)."""
@@ -502,93 +444,3 @@ def _refuse_unknown_options(unknown: Mapping[str, Any]) -> None:
             f"SAG2Retriever.invoke got unknown option(s) {', '.join(map(repr, unknown))}; "
             "it takes k and filter (and LangChain's config)"
         )
-
-
-def _splitter_heading(metadata: Mapping[str, Any]) -> str:
-    """``{"Header 1": "Guide", "Header 2": "Setup"}`` (the names LangChain's markdown header
-    splitter documents) as the heading path "Guide > Setup"; "" when there are none."""
-    levels = sorted(
-        (int(match.group(1)), value.strip())
-        for key, value in metadata.items()
-        if isinstance(key, str)
-        and isinstance(value, str)
-        and value.strip()
-        and (match := _SPLITTER_HEADER.fullmatch(key))
-    )
-    return HEADING_SEPARATOR.join(value for _, value in levels)
-
-
-def _given_ids(documents: Sequence[Document], ids: Sequence[str] | None) -> list[str | None]:
-    """Explicit ids, else each document's own id (None: derived by the shared ingest rules)."""
-    if ids is None:
-        return [document.id or None for document in documents]
-    if isinstance(ids, str) or len(ids) != len(documents):
-        raise InvalidInputError(
-            f"ids must be a sequence with one id per document ({len(documents)}), got {ids!r}"
-        )
-    return list(ids)
-
-
-def _documents(result: RetrievalResult) -> list[Document]:
-    """The retrieval's hits as LangChain documents, best first (why none, in a debug log)."""
-    reason = why_empty(result)
-    if reason is not None:
-        logger.debug("SAG2 returned no documents: %s", reason)
-    return [_langchain_document(hit) for hit in result.hits]
-
-
-def _langchain_document(hit: RetrievedUnit) -> Document:
-    """A LangChain document for a hit: its chunk's text, source id, metadata and provenance."""
-    metadata = {
-        "title": hit.title,  # the title searched (a metadata "title" of the caller's wins)
-        **hit.metadata,
-        "score": hit.score,
-        "doc_id": hit.doc_id,
-        "start_index": hit.char_start,
-        "end_index": hit.char_end,
-        "sag2_round": hit.round_found,
-        "sag2_rank": hit.rank,
-    }
-    return Document(id=hit.doc_id, page_content=hit.text, metadata=metadata)
-
-
-def _result_report(result: RetrievalResult) -> Report:
-    """The event and text line describing the retrieval's outcome."""
-    outcome = {
-        "stop_reason": result.stop_reason,
-        "degraded": result.degraded,
-        "judgments": result.judgments,
-        "documents": [hit.doc_id for hit in result.hits],
-        "usage": asdict(result.usage),
-    }
-    text = (
-        f"SAG2 finished ({result.stop_reason}): {len(result.hits)} documents, "
-        f"{result.judgments} judgments\n"
-    )
-    return RESULT_EVENT, text, outcome
-
-
-def _round_report(trace: RoundTrace, sources: Mapping[int, str]) -> Report:
-    """The event and text line describing one round of the trace."""
-    data = {
-        "round": trace.round,
-        "seeds": _located(trace.seeds, sources),
-        "terms": [{"term": term, "priority": priority} for term, priority in trace.terms],
-        "new_candidates": _located(trace.new_candidates, sources),
-        "pool_size": trace.pool_size,
-        "context_size": trace.context_size,
-        "judgments": trace.judgments,
-        "local_seconds": trace.local_seconds,
-        "judge_seconds": trace.judge_seconds,
-    }
-    parts = [f"new candidates: {len(trace.new_candidates)}", f"judgments: {trace.judgments}"]
-    if trace.seeds:
-        seed_docs = dict.fromkeys(sources.get(u, "?") for u in trace.seeds)
-        terms = ", ".join(term for term, _ in trace.terms)
-        parts[:0] = [f"seeds from {', '.join(seed_docs)}", f"terms: {terms}"]
-    return ROUND_EVENT, f"SAG2 round {trace.round}: {'; '.join(parts)}\n", data
-
-
-def _located(unit_ids: Sequence[int], sources: Mapping[int, str]) -> list[dict[str, Any]]:
-    """Unit ids paired with their source document ids (None if the unit is gone)."""
-    return [{"unit_id": unit_id, "doc_id": sources.get(unit_id)} for unit_id in unit_ids]

@@ -18,6 +18,7 @@ import tenacity
 
 from ...errors import InvalidInputError, JudgeError
 from ._concurrency import AdaptiveLimit
+from ._connect import connect_failure
 from ._secrets import Secret, redact
 
 logger = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ TRANSIENT_STATUSES = frozenset({408, 429})
 # Statuses that say the server is busy; any other status that repeats is the server refusing
 # this request, and its own words say why better than a guess about load.
 BUSY_STATUSES = frozenset({408, 429, 502, 503, 504})
+# A connection that closes mid-request (a keep-alive race, a restarting server) may work on a
+# retry; a connection never made (ConnectError: no such host, nothing listening) will not.
 TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
 BODY_EXCERPT_CHARS = 300
 DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
@@ -87,6 +90,7 @@ class TransientHTTPFailure(Exception):
         self.retry_after = retry_after
         self.status = status
         self.body = body
+        self.timed_out = False
 
 
 class RefusedRequest(JudgeError):
@@ -281,10 +285,16 @@ def _gave_up_message(endpoint: Endpoint, policy: RetryPolicy, failure: Transient
     """Why retrying stopped: load advice for timeouts and busy statuses, else the server's
     own words, since a 4xx/5xx that repeats will not go away by waiting."""
     attempts = f"gave up after {policy.max_attempts} attempts"
-    if failure.status is None or failure.status in BUSY_STATUSES:
+    last = str(failure).rstrip(". ")
+    if failure.timed_out or failure.status in BUSY_STATUSES:
         return endpoint.describe(
-            f"{attempts}; last failure: {failure}. The service may be overloaded or "
-            "unreachable: try again later or lower the judge's concurrency."
+            f"{attempts}; last failure: {last}. The service may be overloaded: try again "
+            "later or lower the judge's concurrency"
+        )
+    if failure.status is None:
+        return endpoint.describe(
+            f"{attempts}; the connection closed without a complete reply each time (last: "
+            f"{last}); check that the base URL names the model server and read its log"
         )
     return endpoint.describe(
         f"{attempts}; the server answered HTTP {failure.status} each time and said: "
@@ -315,9 +325,13 @@ async def _attempt_post(
         except asyncio.TimeoutError as exc:
             if gate is not None:
                 gate.overloaded()
-            raise TransientHTTPFailure(
+            raise _timed_out(
                 f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
             ) from exc
+        except httpx.ConnectError as exc:
+            raise JudgeError(endpoint.describe(connect_failure(endpoint.url, exc))) from exc
+        except httpx.TimeoutException as exc:
+            raise _timed_out(f"{type(exc).__name__}: {exc}") from exc
         except TRANSIENT_TRANSPORT_ERRORS as exc:
             raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
@@ -329,6 +343,13 @@ async def _attempt_post(
     if gate is not None:
         gate.succeeded()
     return response
+
+
+def _timed_out(reason: str) -> TransientHTTPFailure:
+    """A failure by deadline, the one transport failure that load explains."""
+    failure = TransientHTTPFailure(reason)
+    failure.timed_out = True
+    return failure
 
 
 async def _send_and_read(

@@ -26,7 +26,7 @@ from pydantic import Field, ValidationError
 
 from sag2_retrievers import JudgeError, RemoteJudgeRefusedError
 from sag2_retrievers.judges import Candidate, ContextPassage, JudgeRequest, ScriptedJudge
-from sag2_retrievers.judges.openai_compat import build_messages
+from sag2_retrievers.judges.llm.prompts import build_messages
 
 QUESTION = "Where was the designer of the Eiffel Tower born?"
 EVIDENCE = "Gustave Eiffel was born in Dijon in 1832."

@@ -13,7 +13,7 @@ from langchain_sag2 import LangChainJudge
 from pydantic import Field
 
 from sag2_retrievers.judges import Candidate, ContextPassage, JudgeRequest
-from sag2_retrievers.judges.openai_compat import build_messages
+from sag2_retrievers.judges.llm.prompts import build_messages
 
 REQUEST = JudgeRequest(
     "Where was the designer of the Eiffel Tower born?",

@@ -30,7 +30,15 @@ from sag2_retrievers import (
 from sag2_retrievers.judges import Candidate, JudgeRequest, OverlapJudge, ScriptedJudge
 
 EIFFEL_QUESTION = "Where was the designer of the Eiffel Tower born?"
-PROVENANCE_KEYS = {"score", "doc_id", "start_index", "end_index", "sag2_round", "sag2_rank"}
+PROVENANCE_KEYS = {
+    "score",
+    "doc_id",
+    "start_index",
+    "end_index",
+    "sag2_round",
+    "sag2_position",
+    "sag2_rank",
+}
 
 
 def contents(documents: list[Document]) -> list[tuple[str | None, str, dict[str, Any]]]:
@@ -112,6 +120,21 @@ def test_results_carry_source_id_chunk_text_and_provenance(
         assert 0.0 <= doc.metadata["score"] <= 1.0
         assert doc.metadata["sag2_round"] >= 0
         assert doc.metadata["sag2_rank"] >= 1
+
+
+def test_position_counts_the_returned_list_and_rank_every_chunk_judged(tmp_path: Path) -> None:
+    """``sag2_position`` is 1..k over the list returned; ``sag2_rank`` ranks every chunk, so
+    with one chunk per document it skips the other chunks of a document already listed."""
+    engineer = "The Eiffel Tower engineer Gustave Eiffel."
+    texts = [long_text(30, {0: engineer, 29: engineer}), *[long_text(30, {0: engineer})] * 2]
+    with SAG2Retriever.from_texts(
+        texts, ids=["a", "b", "c"], judge=OverlapJudge(), db_path=tmp_path / "r.sqlite"
+    ) as retriever:
+        documents = retriever.invoke("Gustave Eiffel tower engineer", k=3)
+    positions = [doc.metadata["sag2_position"] for doc in documents]
+    ranks = [doc.metadata["sag2_rank"] for doc in documents]
+    assert positions == [1, 2, 3]
+    assert ranks[0] == 1 and ranks == sorted(set(ranks)) and ranks[-1] > 3
 
 
 def test_second_hop_document_is_found_through_expansion(
@@ -452,7 +475,7 @@ def test_missing_local_judge_is_a_configuration_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Without a judge and with the default judge's model unreadable, the error says what to do."""
-    monkeypatch.setattr("sag2_retrievers.judges.pool.MODEL_FILE", "data/missing.json")
+    monkeypatch.setattr("sag2_retrievers.judges.offline.pool.MODEL_FILE", "data/missing.json")
     with pytest.raises(JudgeConfigurationError, match=r"pass judge=") as caught:
         SAG2Retriever(db_path=tmp_path / "n.sqlite")
     assert "reinstall sag2-retrievers" in str(caught.value)
@@ -462,7 +485,7 @@ def test_the_default_judge_needs_no_onnxruntime(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The default pool judge is numpy only: the ``local`` extra is not needed."""
-    from sag2_retrievers.judges.pool import PoolJudge
+    from sag2_retrievers.judges.offline.pool import PoolJudge
 
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with SAG2Retriever(db_path=tmp_path / "n.sqlite") as retriever:
@@ -473,7 +496,7 @@ def test_default_judge_is_the_offline_local_judge(
     eiffel_documents: list[Document], tmp_path: Path
 ) -> None:
     """``judge=None`` builds the offline pool judge; a reopened index answers the same."""
-    from sag2_retrievers.judges.pool import PoolJudge
+    from sag2_retrievers.judges.offline.pool import PoolJudge
 
     path = tmp_path / "local.sqlite"
     with SAG2Retriever.from_documents(eiffel_documents, db_path=path) as retriever:

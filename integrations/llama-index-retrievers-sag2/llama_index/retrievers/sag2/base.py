@@ -30,7 +30,13 @@ from sag2_retrievers import (
     SAG2Engine,
     SQLiteIndex,
 )
-from sag2_retrievers.adapter_kit import AdapterIndex, judge_or_local, open_index, precompute_judge
+from sag2_retrievers.adapter_kit import (
+    AdapterIndex,
+    AdapterSession,
+    judge_or_local,
+    open_index,
+    write_and_prepare,
+)
 
 from .events import round_reporter
 from .filters import to_core_filters
@@ -39,6 +45,7 @@ from .mapping import SOURCE_FILTER_KEY, to_core_documents, to_nodes
 from .storage import INDEX_FILE, RetrieverSettings, copy_index, read_settings, write_settings
 
 DEFAULT_TOP_K = 10
+REOPEN = "open the index again with SAG2Retriever.from_persist_path(...)"
 DEFAULT_TITLE_KEY = "title"
 # Prompt keys exposed through get_prompts/update_prompts, and the SAG2Config field each sets.
 PROMPT_FIELDS = {"judge_instruction": "instruction", "judge_reassess_note": "reassess_note"}
@@ -73,8 +80,8 @@ class SAG2Retriever(BaseRetriever):
             without one, a markdown ``# H1`` of the text, else the file name, is the title.
         allow_remote_judges: False refuses judges that send text off the machine.
         skip_empty: True skips blank nodes with one warning; False raises instead.
-        precompute_judge: True lets the judge prepare passages at ingest (the local judge
-            embeds them, with a progress bar), so the first question is not slow.
+        precompute_judge: True lets the judge prepare passages at ingest, for judges with
+            passage-side work (the local pool judge has none).
         units_per_document: how many chunks of one indexed node may be returned (sets
             ``SAG2Config.units_per_document``); None keeps the config's, by default 1 (the
             paper's unique sources).
@@ -110,13 +117,13 @@ class SAG2Retriever(BaseRetriever):
         self.title_key = title_key
         self.skip_empty = skip_empty
         self.precompute_judge = precompute_judge
-        self._engine = SAG2Engine(
+        engine = SAG2Engine(
             backend,
-            judge_or_local(as_judge(judge), backend),
+            judge_or_local(as_judge(judge)),
             config,
             allow_remote_judges=allow_remote_judges,
         )
-        self._opened = AdapterIndex(backend)
+        self._session = AdapterSession(AdapterIndex(backend), engine, REOPEN)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     def __repr__(self) -> str:
@@ -183,7 +190,7 @@ class SAG2Retriever(BaseRetriever):
                 precompute_judge=precompute_judge,
                 units_per_document=units_per_document,
             )
-            retriever._opened = opened
+            retriever._session.opened = opened
             retriever._write(batch)
         except BaseException:
             if backend is None:  # the caller's own backend stays open and theirs to close
@@ -274,13 +281,13 @@ class SAG2Retriever(BaseRetriever):
     @property
     def engine(self) -> SAG2Engine:
         """The core engine that runs every retrieval."""
-        return self._engine
+        return self._session.engine
 
     @property
     def index(self) -> DocumentIndex:
         """The index the retriever searches (a `SQLiteIndex` unless another was given)."""
         # The engine holds a LexicalBackend; this retriever is always given a DocumentIndex.
-        return cast(DocumentIndex, self._engine.index)
+        return cast(DocumentIndex, self._session.engine.index)
 
     @property
     def sqlite_index(self) -> SQLiteIndex:
@@ -293,12 +300,12 @@ class SAG2Retriever(BaseRetriever):
     @property
     def judge(self) -> Judge:
         """The evidence judge scoring candidates."""
-        return self._engine.judge
+        return self._session.engine.judge
 
     @property
     def config(self) -> SAG2Config:
         """The SAG2 parameters (change the judge's texts with `update_prompts`)."""
-        return self._engine.config
+        return self._session.engine.config
 
     # -- changing the index ------------------------------------------------------------------
 
@@ -312,10 +319,9 @@ class SAG2Retriever(BaseRetriever):
         self._write(to_core_documents(nodes, self.title_key, skip_empty=self.skip_empty))
 
     def _write(self, batch: Sequence[CoreDocument]) -> None:
-        """Write a converted batch, then let the judge prepare its passages (if enabled)."""
-        self.index.add_documents(batch)
-        if self.precompute_judge and batch:
-            precompute_judge(self.index, self.judge, [document.id for document in batch])
+        """Write the documents of a converted batch the index does not hold unchanged and let
+        the judge prepare those (if enabled): a re-run of the same files writes nothing."""
+        write_and_prepare(self.index, self.judge, batch, prepare=self.precompute_judge)
 
     def add_documents(self, documents: Sequence[Document]) -> None:
         """Index whole LlamaIndex documents (SAG2 chunks long ones); same as `add_nodes`."""
@@ -326,7 +332,9 @@ class SAG2Retriever(BaseRetriever):
         self.index.delete(node_ids)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
-        """Remove every node that came from the source document ``ref_doc_id``."""
+        """Remove every node that came from the source document ``ref_doc_id``: its own id,
+        or for a document with a random id the stable one it was stored under (its file path,
+        the ``ref_doc_id`` the retrieved nodes carry)."""
         index = self.index
         unit_ids = index.allowed_units({SOURCE_FILTER_KEY: ref_doc_id})
         node_ids = {unit.doc_id for unit in index.units(unit_ids).values()}
@@ -340,7 +348,7 @@ class SAG2Retriever(BaseRetriever):
         filters = self._filters(query_bundle)
         if self.similarity_top_k == 0:
             return []
-        result = self._engine.retrieve(
+        result = self._session.open_engine().retrieve(
             query_bundle.query_str,
             self.similarity_top_k,
             filters=filters,
@@ -353,7 +361,7 @@ class SAG2Retriever(BaseRetriever):
         filters = self._filters(query_bundle)
         if self.similarity_top_k == 0:
             return []
-        result = await self._engine.aretrieve(
+        result = await self._session.open_engine().aretrieve(
             query_bundle.query_str,
             self.similarity_top_k,
             filters=filters,
@@ -382,23 +390,17 @@ class SAG2Retriever(BaseRetriever):
             if key in prompts_dict
         }
         if changes:
-            self._engine.config = self.config.with_changes(**changes)
+            self._session.engine.config = self.config.with_changes(**changes)
 
     # -- resources -----------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the judge, the engine's loop thread, the index and any temporary file."""
-        self._engine.close()
-        self._release_index()
+        self._session.close()
 
     async def aclose(self) -> None:
         """Async `close`, for use inside an event loop."""
-        await self._engine.aclose()
-        self._release_index()
-
-    def _release_index(self) -> None:
-        """Close the index connection and remove the temporary index, if any."""
-        self._opened.release()
+        await self._session.aclose()
 
     def __enter__(self) -> SAG2Retriever:
         return self

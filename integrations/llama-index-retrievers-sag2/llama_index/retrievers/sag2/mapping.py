@@ -3,9 +3,11 @@
 Each LlamaIndex node (a chunk, or a whole ``Document``) is indexed as one SAG2 document whose
 id is the node id and whose metadata is the node's metadata plus one reserved entry,
 ``_sag2``, recording where the node came from: its source document id (the node's SOURCE
-relationship, or the node itself), the node's start offset in that source, the span of its
-non-blank content, and its excluded metadata keys. SAG2 may cut a long node into units; a
-result is one unit, mapped back to the source document with absolute character offsets.
+relationship, or the node itself; a random source id is replaced by the stable one its file
+path or content gives, so a re-run stores and returns the same ids), the node's start offset
+in that source, the span of its non-blank content, and its excluded metadata keys. SAG2 may
+cut a long node into units; a result is one unit, mapped back to the source document with
+absolute character offsets.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from llama_index.core.schema import (
 
 from sag2_retrievers import Document as CoreDocument
 from sag2_retrievers import InvalidInputError, RetrievalResult, RetrievedUnit
-from sag2_retrievers.adapter_kit import SourceRecord, document_title, is_random_id, plan_ingest
+from sag2_retrievers.adapter_kit import (
+    SourceRecord,
+    document_title,
+    is_random_id,
+    plan_ingest,
+    stable_source_id,
+)
 from sag2_retrievers.markdown import HEADING_SEPARATOR
 from sag2_retrievers.results import why_empty
 
@@ -138,7 +146,9 @@ def to_core_document(
         )
     source = node.source_node
     provenance = Provenance(
-        source.node_id if source is not None else doc_id,
+        doc_id
+        if source is None
+        else stable_source_id(source.node_id, source.metadata, source.hash),
         _source_offset(node, text) if source is not None else 0,
         (len(text) - len(text.lstrip()), len(text.rstrip())),
         tuple(node.excluded_llm_metadata_keys),

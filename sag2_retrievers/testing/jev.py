@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from .judges.llm.jev import ENDPOINT_PATH, JEVJudge
+from ..judges.llm.jev import ENDPOINT_PATH, JEVJudge
 
 FAKE_KEY = "fake-jev-key"
 FAKE_MODEL = "typesafe/jev-fake"
