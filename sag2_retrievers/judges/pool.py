@@ -31,7 +31,7 @@ from .pool_terms import AnalysisCache
 from .trees import TreeEnsemble, sigmoid
 
 MODEL_FILE = "data/pool_judge.json"
-MODEL_FORMAT = "sag2-pool-judge/2"
+MODEL_FORMAT = "sag2-pool-judge/3"
 BM25_TOP = 5  # the method's protected p: BM25's first, kept above weaker non-evidence
 YES = 0.5  # a probability from which the trees call a candidate evidence
 
