@@ -19,7 +19,11 @@ from sag2_retrievers.eval.datasets import EvalQuestion, Passage
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.factory import make_judge
 from sag2_retrievers.judges.offline.pool import PoolJudge, guard_bm25_top, load_pool_model
-from sag2_retrievers.judges.offline.pool_features import FEATURE_NAMES, request_features
+from sag2_retrievers.judges.offline.pool_features import (
+    FEATURE_NAMES,
+    LINK_FEATURES,
+    request_features,
+)
 from sag2_retrievers.judges.offline.pool_terms import MAX_QUESTION_TERMS, AnalysisCache
 
 QUESTION = "Which country was the composer of the Zorvanic Requiem born in?"
@@ -85,15 +89,19 @@ def test_a_context_passage_counts_with_its_previous_score() -> None:
     assert weak[1, column("context_named_by")] == pytest.approx(strong * 0.2 / 0.9)
 
 
-def test_the_candidates_own_score_is_read_only_through_the_context() -> None:
+def test_the_candidates_own_previous_score_does_not_link_it() -> None:
     scored = Candidate(BRIDGE.title, BRIDGE.text, 1, 2.0, previous_score=0.8)
-    alone = features(JudgeRequest(QUESTION, (scored, DISTRACTOR)))
-    assert not alone[:, column("own_context_score")].any()
-    quoted = ContextPassage(BRIDGE.title, BRIDGE.text, previous_score=0.8)
-    with_it = features(JudgeRequest(QUESTION, (scored, DISTRACTOR), (WORK, quoted)))
-    assert with_it[0, column("own_context_score")] == pytest.approx(0.8)
-    # A candidate is never its own bridge: its quoted copy is masked out of the pair columns.
-    assert with_it[0, column("context_cosine")] < 0.99
+    links = [column(f"context_{name}") for name in LINK_FEATURES]
+
+    def quoted_at(score: float) -> np.ndarray:
+        quoted = ContextPassage(BRIDGE.title, BRIDGE.text, previous_score=score)
+        return features(JudgeRequest(QUESTION, (scored, DISTRACTOR), (WORK, quoted)))
+
+    high, low = quoted_at(0.9), quoted_at(0.1)
+    # A candidate is never its own bridge: its quoted copy is masked out of the pair columns,
+    # so its own last score cannot raise it.
+    assert high[0, links].tolist() == low[0, links].tolist()
+    assert high[0, column("context_cosine")] < 0.99
 
 
 def test_features_are_finite_without_context_or_engine_facts() -> None:

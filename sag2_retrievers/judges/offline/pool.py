@@ -5,7 +5,7 @@ request's own best matches, and the shared retrieved context.
 question, how it links to the request's best BM25 matches, and what it adds to the context
 the earlier rounds found (the terms still missing, the names that bridge to it). The
 features are mapped to a yes-probability by gradient-boosted trees fitted on SAG2
-trajectories over train-split questions (``benchmarks/fit_pool_judge.py``); below the
+trajectories over train-split questions (``benchmarks/quality/fit_pool_judge.py``); below the
 judge's yes, BM25's first candidates keep their place. No model reads the corpus at
 ingest and no embedding is computed, so an index is ready as soon as it is written. The
 trees ship in ``sag2_retrievers/judges/offline/pool_judge.json`` and run in numpy; the file's sha256
@@ -31,7 +31,7 @@ from .pool_terms import AnalysisCache
 from .trees import TreeEnsemble, sigmoid
 
 MODEL_FILE = "judges/offline/pool_judge.json"
-MODEL_FORMAT = "sag2-pool-judge/2"
+MODEL_FORMAT = "sag2-pool-judge/3"
 BM25_TOP = 5  # the method's protected p: BM25's first, kept above weaker non-evidence
 YES = 0.5  # a probability from which the trees call a candidate evidence
 
@@ -59,7 +59,9 @@ class PoolModel:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any], source: str) -> PoolModel:
         """Read a model file's content, refusing another format or another feature list."""
-        check_header(payload, source, MODEL_FORMAT, FEATURE_NAMES, "benchmarks/fit_pool_judge.py")
+        check_header(
+            payload, source, MODEL_FORMAT, FEATURE_NAMES, "benchmarks/quality/fit_pool_judge.py"
+        )
         try:
             trees = TreeEnsemble.from_json(payload["trees"])
         except (KeyError, TypeError, ValueError) as error:

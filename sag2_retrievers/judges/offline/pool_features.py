@@ -7,8 +7,9 @@ it: which question terms the context already covers and which ones the candidate
 a context passage names the candidate (or the candidate names it), the names and rare terms
 they share beyond the question, and how much of the question the candidate and one context
 passage cover together. Each context passage counts with its previous score (1 when it has
-none), so well-judged context speaks louder. Without context the context columns are zero:
-the candidate's own previous score is read only through the context, as an LLM judge reads it.
+none), so well-judged context speaks louder. Without context the context columns are zero. A
+candidate's own previous score is not a column: facts in the context are not the candidate's,
+and a judge that reads its own last verdict only repeats it (held-out MuSiQue, §17).
 
 Everything is arrays over the request: token ids in one vocabulary (`pool_terms`), products
 of small 0/1 matrices (candidates x question terms, candidates x the context's terms).
@@ -65,7 +66,6 @@ CONTEXT_FEATURES: tuple[str, ...] = (
     "context_coverage",  # weighted idf share of the question the context covers
     "novel_coverage",  # question idf share the candidate covers that the context does not
     *(f"context_{name}" for name in LINK_FEATURES),  # weights: the context's previous scores
-    "own_context_score",  # the candidate's own weight when it is in the context, else 0
     "reassess",  # the request asks to reassess earlier judgments (the final round)
     "context_weight",  # mean weight of the context passages
 )
@@ -248,13 +248,11 @@ def _context_columns(shared: _Shared) -> Matrix:
     itself = shared.candidates[:, None] == shared.context[None, :]
     covered = (shared.q_held[shared.context] * weights[:, None]).max(axis=0)
     novel = shared.held @ (shared.q_weight * (1.0 - covered))
-    own = np.where(itself, weights[None, :], 0.0).max(axis=1)
     columns = [
         np.full((n, 1), math.log1p(m)),
         np.full((n, 1), float(covered @ shared.q_weight)),
         novel[:, None],
         _link_columns(shared, shared.context, weights, itself),
-        own[:, None],
         np.full((n, 1), float(request.note is not None)),
         np.full((n, 1), float(weights.mean())),
     ]

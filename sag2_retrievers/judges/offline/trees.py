@@ -1,6 +1,6 @@
 """Gradient-boosted decision trees evaluated in numpy, read from a LightGBM model dump.
 
-The pool judge's model is trained with LightGBM (``benchmarks/fit_pool_judge.py``) but runs
+The pool judge's model is trained with LightGBM (``benchmarks/quality/fit_pool_judge.py``) but runs
 without it: the trees are flattened into arrays once, and a batch of feature rows walks all
 trees level by level at once, each (row, tree) pair leaving the walk at its leaf.
 `TreeEnsemble.raw_scores` equals LightGBM's ``raw_score`` prediction for finite inputs
