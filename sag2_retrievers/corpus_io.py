@@ -142,7 +142,9 @@ def add_in_batches(
     counts = {"records": 0, "batches": 0, "unchanged": 0}
 
     def changed(batch: dict[str, Document]) -> list[Document]:
-        kept = [doc for doc in batch.values() if not (skip_unchanged and _stored(index, doc))]
+        # One look-up finds which ids are stored at all; only those are compared in full.
+        stored = index.metadata(list(batch)) if skip_unchanged else {}
+        kept = [doc for doc in batch.values() if not (doc.id in stored and _stored(index, doc))]
         counts["unchanged"] += len(batch) - len(kept)
         if on_batch is not None and len(kept) < len(batch):
             on_batch(len(batch) - len(kept))

@@ -273,7 +273,7 @@ class SQLiteIndex:
         replaced = self._analyse_deleted(ids)
         with transaction as connection:
             self._delete_ids(connection, ids, replaced)
-            connection.executemany(sql.ADD_DF_SQL, analysed.statistics.body_df.items())
+            connection.executemany(sql.ADD_DF_SQL, analysed.statistics.body_df_rows())
             unit_ids = _insert_documents(connection, documents, analysed.documents)
             postings.write_segment(connection, analysed.statistics.postings, unit_ids)
             compaction.compact(connection)
@@ -334,15 +334,11 @@ class SQLiteIndex:
         if not deletion.still_current(connection, doc_ids, deleted):
             profile = self.settings.analyzer_profile
             deleted = deletion.analyse_deleted(connection, self.path, doc_ids, profile)
-        body_df: Counter[str] = Counter()
-        for _, _, _, body in deleted.rows:
-            body_df.update(set(body.split()))
-        connection.executemany(sql.SUBTRACT_DF_SQL, ((n, t) for t, n in body_df.items()))
-        connection.execute(sql.PRUNE_DF_SQL)
-        postings.mark_deleted(connection, deleted.unit_ids)
-        connection.executemany(sql.DELETE_FTS_SQL, deleted.rows)
         ids_json = json_list(doc_ids, "document id")
-        connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
+        # New documents have no units: their batch skips the df table scan and the deletes.
+        if deleted.rows:
+            _forget_units(connection, deleted)
+            connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
 
     # -- reading ---------------------------------------------------------------------------
@@ -806,6 +802,17 @@ def _insert_documents(
         ),
     )
     return unit_ids
+
+
+def _forget_units(connection: sqlite3.Connection, deleted: deletion.DeletedUnits) -> None:
+    """Take deleted units out of the body df, the postings and FTS5."""
+    body_df: Counter[str] = Counter()
+    for _, _, _, body in deleted.rows:
+        body_df.update(set(body.split()))
+    connection.executemany(sql.SUBTRACT_DF_SQL, ((n, t) for t, n in body_df.items()))
+    connection.execute(sql.PRUNE_DF_SQL)
+    postings.mark_deleted(connection, deleted.unit_ids)
+    connection.executemany(sql.DELETE_FTS_SQL, deleted.rows)
 
 
 def _checksum(unit: PreparedUnit) -> int:
