@@ -168,7 +168,8 @@ class BatchPostings:
     def body_df_rows(self) -> Iterator[tuple[str, int]]:
         """(term, body df) for the terms some body holds (not those only in titles)."""
         counts = self.body_df.tolist()
-        return zip(itertools.compress(self.postings.terms, counts), filter(None, counts))
+        held = itertools.compress(self.postings.terms, counts)
+        return zip(held, filter(None, counts), strict=True)
 
 
 class PostingsCounter:
