@@ -63,6 +63,17 @@ def read_corpus(path: str | os.PathLike[str], fallback: str | None = None) -> It
     return iter([text_document(corpus, folder, printable_path(corpus.name), fallback)])
 
 
+def record_total(path: str | os.PathLike[str]) -> int | None:
+    """How many records a corpus file holds, when that is cheap to know before reading it
+    (a JSONL file's non-blank lines, counted in bounded memory): the progress bar's total,
+    so it can show an ETA. None for other kinds."""
+    corpus = Path(path)
+    if not corpus.is_file() or corpus_kind(corpus) != "jsonl":
+        return None
+    with open_regular(corpus) as lines:
+        return sum(1 for line in lines if line.strip())
+
+
 def corpus_kind(path: Path) -> str:
     """How a file is read: "json", "jsonl" or "text", by its suffix, else by its first line."""
     suffix = path.suffix.lower()
