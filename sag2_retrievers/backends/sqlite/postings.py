@@ -277,15 +277,17 @@ def _bucket_rows(
     cuts = np.flatnonzero(np.r_[True, group_buckets[1:] != group_buckets[:-1]]).tolist()
     rows = []
     g, f = columns.gap_size, columns.freq_size
+    # Every term's name and posting count in segment order, made once for all buckets.
+    names = [vocabulary[t] for t in terms[starts].tolist()]
+    counts = (ends - starts).astype("<u4").tobytes()
+    offsets, bounds = starts.tolist(), ends.tolist()
     for first, last in zip(cuts, [*cuts[1:], len(starts)], strict=True):
-        names = TERM_SEPARATOR.join(vocabulary[t] for t in terms[starts[first:last]].tolist())
-        counts = (ends[first:last] - starts[first:last]).astype("<u4").tobytes()
-        low, high = int(starts[first]), int(ends[last - 1])
+        low, high = offsets[first], bounds[last - 1]
         rows.append(
             (
                 segment * BUCKETS + int(group_buckets[first]),
-                names,
-                counts,
+                TERM_SEPARATOR.join(names[first:last]),
+                counts[4 * first : 4 * last],
                 columns.gaps[g * low : g * high],
                 columns.freqs[f * low : f * high],
             )
