@@ -149,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--dsn", help="a PostgreSQL server to use instead of a throw-away one")
     parser.add_argument("--compare", type=Path, help="another checkout to time beside this one")
+    parser.add_argument("--without-bare", action="store_true", help="time sag2 index only")
     parser.add_argument("--bare", nargs=2, type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.bare:
@@ -172,9 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         target = dsn or str(index_db)
         for _ in range(args.repeats):
             bare = [sys.executable, __file__, "--workdir", ".", "--bare", str(corpus), str(bare_db)]
-            runs["bare FTS5 insert"].append(timed(bare, [bare_db]))
+            if not args.without_bare:
+                runs["bare FTS5 insert"].append(timed(bare, [bare_db]))
             for label in runs:
-                if label == "bare FTS5 insert":
+                if label.startswith("bare"):
                     continue
                 if dsn:
                     drop_schema(dsn)
@@ -187,9 +189,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Run {date.today()} on {machine()}, commit {git_revision()}, backend {args.backend}.\n")
     print("| passages | process | s median (runs) | ratio to bare | peak RSS MiB | with workers |")
     print("|---:|---|---:|---:|---:|---:|")
-    reference = statistics.median(run.seconds for run in runs["bare FTS5 insert"])
+    bare_runs = runs.pop("bare FTS5 insert")
+    reference = statistics.median(run.seconds for run in bare_runs) if bare_runs else None
+    if bare_runs:
+        print(row(args.size, "bare FTS5 insert", bare_runs, None))
     for label, done in runs.items():
-        print(row(args.size, label, done, None if label.startswith("bare") else reference))
+        print(row(args.size, label, done, reference))
     return 0
 
 
