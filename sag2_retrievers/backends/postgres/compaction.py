@@ -16,8 +16,8 @@ from .blocks import FAN_IN, MAX_SEGMENTS, Postings, live_units, merged, read_seg
 from .blocks import write_segment as copy_segment
 
 # A merge during ingest holds at most this many units (their postings and word positions)
-# in the writer's memory.
-MAX_INGEST_MERGE_UNITS = 32_000
+# in the writer's memory: 8 batches of `sag2 index`'s default 2,000 documents.
+MAX_INGEST_MERGE_UNITS = 16_000
 
 
 def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> None:
@@ -53,8 +53,13 @@ def merge(cursor: Any, schema: str, chosen: Sequence[int]) -> None:
         return
     cursor.execute(pg.compose(pg.CHOSEN_SEGMENTS, schema), (list(chosen),))
     segments = [read_segment(row) for row in cursor.fetchall()]
-    cursor.execute(pg.compose(pg.SEGMENT_BLOCKS, schema), (list(chosen),))
-    postings = merged(segments, cursor.fetchall())
+
+    def rows_of(segment: int) -> list[Any]:
+        """One segment's block rows."""
+        cursor.execute(pg.compose(pg.SEGMENT_BLOCKS, schema), ([segment],))
+        return list(cursor.fetchall())
+
+    postings = merged(segments, rows_of)
     cursor.execute(pg.compose(pg.DROP_BLOCKS, schema), (list(chosen),))
     cursor.execute(pg.compose(pg.DROP_SEGMENTS, schema), (list(chosen),))
     write_segment(cursor, schema, postings, live_units(segments))
