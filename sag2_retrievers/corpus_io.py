@@ -75,6 +75,17 @@ def read_corpus(path: str | os.PathLike[str], fallback: str | None = None) -> It
     return iter([text_document(corpus, folder, printable_path(corpus.name), fallback)])
 
 
+def record_total(path: str | os.PathLike[str]) -> int | None:
+    """How many records a corpus file holds, when that is cheap to know before reading it
+    (a JSONL file's non-blank lines, counted in bounded memory): the progress bar's total,
+    so it can show an ETA. None for other kinds."""
+    corpus = Path(path)
+    if not corpus.is_file() or corpus_kind(corpus) != "jsonl":
+        return None
+    with open_regular(corpus) as lines:
+        return sum(1 for line in lines if line.strip())
+
+
 def corpus_kind(path: Path) -> str:
     """How a file is read: "json", "jsonl" or "text", by its suffix, else by its first line."""
     suffix = path.suffix.lower()
@@ -158,10 +169,12 @@ def add_in_batches(
     counts = {"records": 0, "batches": 0, "unchanged": 0}
 
     def changed(batch: dict[str, Document]) -> list[Document]:
+        # One look-up finds which ids are stored at all; only those are compared in full.
+        stored = index.metadata(list(batch)) if skip_unchanged else {}
         kept = [
             doc
             for doc in batch.values()
-            if not (skip_unchanged and is_stored_unchanged(index, doc))
+            if not (doc.id in stored and is_stored_unchanged(index, doc))
         ]
         counts["unchanged"] += len(batch) - len(kept)
         if on_batch is not None and len(kept) < len(batch):

@@ -18,6 +18,7 @@ from ..corpus_io import (
     IngestReport,
     add_in_batches,
     read_corpus,
+    record_total,
 )
 from ..documents import Document
 from ..errors import InvalidInputError, SAG2Error
@@ -160,7 +161,7 @@ def _ingest(
     """Read the corpus into the index under a progress bar (its total: the files found)."""
     if tally is None:
         documents: Iterable[Document] = claims.kept(read_corpus(corpus, fallback), str(corpus))
-        total = None
+        total = record_total(corpus)
     else:
         folder = FolderCorpus.at(
             corpus, args.glob or (), fallback, read_compressed=args.read_compressed

@@ -124,3 +124,18 @@ def test_a_schema_of_posting_rows_asks_for_a_rebuild(postgres_server, postgres_s
         pg._fetch(pg._sql("DELETE FROM {s}.meta WHERE key = 'postings_layout' RETURNING key"))
     with pytest.raises(IndexUnavailableError, match="rebuild"):
         PostgresIndex(postgres_server.dsn, schema=postgres_schema)
+
+
+def test_ingest_merges_stay_within_the_unit_bound_with_the_same_scores(
+    both: tuple[SQLiteIndex, PostgresIndex],
+    musique_documents: list[Document],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A merge never takes more than the bound (here 25 units), so the writer's memory does
+    not grow with the index; segments past it stay, and every score is still SQLite's."""
+    monkeypatch.setattr(compaction, "MAX_INGEST_MERGE_UNITS", 25)
+    write_both(both, musique_documents)
+    pg = both[1]
+    sizes = [int(n) for (n,) in pg._fetch(pg._sql("SELECT length(units) / 8 FROM {s}.segments"))]
+    assert max(sizes) <= 25 < sum(sizes) and len(sizes) > 4
+    assert_same(*both, musique_documents)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sag2_retrievers import Document, SQLiteIndex
-from sag2_retrievers.corpus_io import add_in_batches, read_corpus
+from sag2_retrievers.corpus_io import add_in_batches, read_corpus, record_total
 from sag2_retrievers.errors import InvalidInputError
 from sag2_retrievers.eval import Passage
 
@@ -152,3 +152,27 @@ def test_a_byte_order_mark_at_the_start_of_a_corpus_file_is_accepted(tmp_path: P
     path = tmp_path / "corpus.jsonl"
     path.write_bytes(b"\xef\xbb\xbf" + b'{"id": "a", "title": "T", "text": "body"}\n')
     assert [document.id for document in read_corpus(path)] == ["a"]
+
+
+def test_record_total_counts_a_jsonl_files_records_for_the_progress_bar(tmp_path: Path) -> None:
+    """The bar's total (and so its ETA) is the JSONL file's non-blank lines, as read."""
+    lines = ['{"text": "one"}', "", '{"text": "two"}', "  ", '{"text": "three"}']
+    path = _write_lines(tmp_path / "c.jsonl", lines)
+    assert record_total(path) == len(list(read_corpus(path))) == 3
+
+
+def test_record_total_is_unknown_for_a_json_list(tmp_path: Path) -> None:
+    """A JSON list would have to be parsed twice to count it: the bar shows no total."""
+    path = _write_json(tmp_path / "c.json", [{"text": "one"}, {"text": "two"}])
+    assert record_total(path) is None
+
+
+def test_unchanged_documents_are_skipped_after_one_look_up_per_batch(tmp_path: Path) -> None:
+    """Stored ids are found with one metadata read per batch; only those are compared."""
+    documents = [Document(f"d{n}", f"text {n}") for n in range(5)]
+    with SQLiteIndex(tmp_path / "i.db") as index:
+        add_in_batches(index, documents, batch_size=2)
+        edited = [*documents[:4], Document("d4", "changed"), Document("d5", "new")]
+        report = add_in_batches(index, edited, batch_size=2, skip_unchanged=True)
+        assert (report.unchanged, index.document_count()) == (4, 6)
+        assert index.document("d4").text == "changed"  # type: ignore[union-attr]

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from sag2_retrievers import Document, RetrievalResult, SAG2Engine, SQLiteIndex
-from sag2_retrievers.backends.sqlite import index as index_module
+from sag2_retrievers.backends.sqlite import writing as writing_module
 from sag2_retrievers.backends.sqlite.fts import or_expression
 from sag2_retrievers.backends.sqlite.schema import SEARCH_SQL
 from sag2_retrievers.judges import OverlapJudge
@@ -118,7 +118,7 @@ def ingest_until_killed(
 def stall_inside_batch(committed: Connection, stall: int) -> None:
     """Make batch ``stall`` announce itself and hang once its rows are written, inside its
     transaction (before the postings and the commit)."""
-    insert_documents = index_module._insert_documents
+    insert_documents = writing_module._insert_documents
 
     def insert_or_hang(
         connection: sqlite3.Connection, documents: Sequence[Document], items: Any
@@ -130,7 +130,7 @@ def stall_inside_batch(committed: Connection, stall: int) -> None:
             time.sleep(JOIN_SECONDS)
         return written
 
-    index_module._insert_documents = insert_or_hang
+    writing_module._insert_documents = insert_or_hang
 
 
 @pytest.fixture

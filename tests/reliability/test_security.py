@@ -704,7 +704,7 @@ def test_the_only_formatted_sql_is_built_by_the_three_filter_call_sites(
     monkeypatch.setitem(globals(), "FILTER_TEMPLATES", frozenset())
     flagged = [site for module in package_sites() for site in module.unsafe_calls()]
     assert len(flagged) == 3
-    assert all(site.startswith("backends/sqlite/index.py:") for site in flagged)
+    assert all(site.startswith("backends/sqlite/reading.py:") for site in flagged)
     assert any("execute(statement, params)" in site for site in flagged)
     assert any("execute(statement, values)" in site for site in flagged)
     assert any("execute(compound, (*params, scoring, limit))" in site for site in flagged)

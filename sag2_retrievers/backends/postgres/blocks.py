@@ -10,7 +10,7 @@ but get |D| = 0, which marks them dead for every reader, and merges (`merge`) dr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -204,16 +204,16 @@ def _split_by_term(term_ids: Ints, columns: list[Ints]) -> dict[int, tuple[Ints,
     }
 
 
-def merged(segments: Sequence[Segment], rows: Sequence[Sequence[Any]]) -> Postings:
-    """The live postings of ``segments`` from all their block rows, as one sorted run."""
-    by_id = {segment.segment: segment for segment in segments}
-    grouped: dict[int, list[Sequence[Any]]] = {}
-    for row in rows:
-        grouped.setdefault(int(row[1]), []).append(row)
+def merged(
+    segments: Sequence[Segment], rows_of: Callable[[int], Sequence[Sequence[Any]]]
+) -> Postings:
+    """The live postings of ``segments`` as one sorted run; ``rows_of`` fetches a segment's
+    block rows, one segment at a time, so only one segment's rows are held as objects."""
     vocabulary: dict[str, int] = {}
     parts = [
-        _segment_postings(by_id[key], found, vocabulary, positions=True)
-        for key, found in grouped.items()
+        _segment_postings(segment, rows, vocabulary, positions=True)
+        for segment in segments
+        if (rows := rows_of(segment.segment))
     ]
     term_ids, units, freqs, counts, codes = (
         concatenated([part[k] for part in parts]) for k in range(5)

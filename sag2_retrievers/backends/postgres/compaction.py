@@ -10,9 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..merging import segments_to_merge
 from . import schema as pg
 from .blocks import FAN_IN, MAX_SEGMENTS, Postings, live_units, merged, read_segment
 from .blocks import write_segment as copy_segment
+
+# A merge during ingest holds at most this many units (their postings and word positions)
+# in the writer's memory: 8 batches of `sag2 index`'s default 2,000 documents.
+MAX_INGEST_MERGE_UNITS = 16_000
 
 
 def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> None:
@@ -31,9 +36,9 @@ def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> N
 def compact(cursor: Any, schema: str) -> None:
     """After a write: merge the smallest segments while there are too many."""
     cursor.execute(pg.compose(pg.SEGMENT_SIZES, schema))
-    order = [int(row[0]) for row in cursor.fetchall()]
-    if len(order) > MAX_SEGMENTS:
-        merge(cursor, schema, order[:FAN_IN])
+    sizes = [(int(segment), int(units)) for segment, units in cursor.fetchall()]
+    chosen = segments_to_merge(sizes, MAX_SEGMENTS, FAN_IN, MAX_INGEST_MERGE_UNITS)
+    merge(cursor, schema, chosen)
 
 
 def optimize(cursor: Any, schema: str) -> None:
@@ -48,8 +53,13 @@ def merge(cursor: Any, schema: str, chosen: Sequence[int]) -> None:
         return
     cursor.execute(pg.compose(pg.CHOSEN_SEGMENTS, schema), (list(chosen),))
     segments = [read_segment(row) for row in cursor.fetchall()]
-    cursor.execute(pg.compose(pg.SEGMENT_BLOCKS, schema), (list(chosen),))
-    postings = merged(segments, cursor.fetchall())
+
+    def rows_of(segment: int) -> list[Any]:
+        """One segment's block rows."""
+        cursor.execute(pg.compose(pg.SEGMENT_BLOCKS, schema), ([segment],))
+        return list(cursor.fetchall())
+
+    postings = merged(segments, rows_of)
     cursor.execute(pg.compose(pg.DROP_BLOCKS, schema), (list(chosen),))
     cursor.execute(pg.compose(pg.DROP_SEGMENTS, schema), (list(chosen),))
     write_segment(cursor, schema, postings, live_units(segments))

@@ -105,7 +105,9 @@ _HEADERS = """SELECT segment, min_unit, gap_bytes, freq_bytes, count_bytes, posi
     units, lengths FROM {s}.segments"""
 SEGMENT_HEADERS = _HEADERS
 OVERLAPPING_SEGMENTS = f"{_HEADERS} WHERE max_unit >= %s AND min_unit <= %s"
-SEGMENT_SIZES = "SELECT segment FROM {s}.segments ORDER BY octet_length(units), segment"
+SEGMENT_SIZES = """
+    SELECT segment, octet_length(units) / 8 FROM {s}.segments
+    ORDER BY octet_length(units), segment"""
 CHOSEN_SEGMENTS = f"{_HEADERS} WHERE segment = ANY(%s)"
 SET_LENGTHS = "UPDATE {s}.segments SET lengths = %s WHERE segment = %s"
 # Positions are read (detoasted) only for the terms in %(positional)s: a phrase's words.

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..merging import segments_to_merge
 from .postings import (
     BUCKETS,
     TERM_SEPARATOR,
@@ -29,6 +30,9 @@ MAX_SEGMENTS = 128
 FAN_IN = 8
 # optimize() stops before a merge would hold more units than this in memory at once.
 MAX_MERGED_UNITS = 200_000
+# A merge during ingest holds at most this many units, so the writer's memory does not grow
+# with the index.
+MAX_INGEST_MERGE_UNITS = 64_000
 
 _SIZES_SQL = """
     SELECT segment, length(units) / 8 FROM segments ORDER BY length(units), segment"""
@@ -43,8 +47,9 @@ _DROP_SEGMENT_SQL = "DELETE FROM segments WHERE segment = ?"
 def compact(connection: sqlite3.Connection) -> None:
     """After a write: merge the smallest segments while there are too many."""
     sizes = connection.execute(_SIZES_SQL).fetchall()
-    if len(sizes) > MAX_SEGMENTS:
-        merge(connection, [segment for segment, _ in sizes[:FAN_IN]])
+    chosen = segments_to_merge(sizes, MAX_SEGMENTS, FAN_IN, MAX_INGEST_MERGE_UNITS)
+    if chosen:
+        merge(connection, chosen)
 
 
 def optimize(connection: sqlite3.Connection) -> None:

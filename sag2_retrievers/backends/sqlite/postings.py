@@ -16,7 +16,7 @@ import sys
 import zlib
 from array import array
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,39 +89,58 @@ class UnitPostings:
         return len(self.lengths)
 
 
-def count_postings(
-    columns: Iterable[tuple[str, str, str]],
-) -> tuple[UnitPostings, Counter[str]]:
+def count_postings(columns: Iterable[tuple[str, str, str]]) -> tuple[UnitPostings, Ints]:
     """Postings of units given as (title, heading, body) token texts, in order, and the
-    number of units holding each body token (body df), counted in the same pass."""
-    body_df: Counter[str] = Counter()
+    number of units holding each body token (body df, aligned with the vocabulary),
+    counted in the same pass into flat integer arrays rather than per-token objects."""
     vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
-    term_ids: list[int] = []
-    positions: list[int] = []
-    freqs: list[int] = []
-    lengths: list[int] = []
+    term_ids, positions, freqs = array("q"), array("q"), array("q")
+    in_body, lengths = array("b"), array("q")
     for position, (title, heading, body) in enumerate(columns):
         fields = title.split(), heading.split(), body.split()
         weighted = Counter(fields[2])
-        body_df.update(weighted.keys())
+        body_terms = len(weighted)
         for token in (*fields[0], *fields[1]):
             weighted[token] += 2
+        # A unit's body tokens come first among its postings (the Counter keeps that order).
+        in_body.extend(itertools.repeat(1, body_terms))
+        in_body.extend(itertools.repeat(0, len(weighted) - body_terms))
         lengths.append(len(fields[0]) + len(fields[1]) + len(fields[2]))
         term_ids.extend(map(vocabulary.__getitem__, weighted))
         positions.extend(itertools.repeat(position, len(weighted)))
         freqs.extend(weighted.values())
     terms = list(vocabulary)
+    ids = _from_array(term_ids)
+    body_df = np.bincount(ids[np.frombuffer(in_body, dtype=np.int8) == 1], minlength=len(terms))
     postings = UnitPostings(
-        terms, bucket_array(terms), _ints(term_ids), _ints(positions), _ints(freqs), _ints(lengths)
+        terms,
+        bucket_array(terms),
+        ids,
+        _from_array(positions),
+        _from_array(freqs),
+        _from_array(lengths),
     )
-    return postings, body_df
+    return postings, body_df.astype(np.int64)
 
 
 def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
     """One run from consecutive runs: positions shifted, vocabularies united."""
+    terms, mappings = united_vocabulary(parts)
+    return _merged_with(parts, terms, mappings)
+
+
+def united_vocabulary(parts: Sequence[UnitPostings]) -> tuple[list[str], list[Ints]]:
+    """The terms of consecutive runs in first-seen order, and each run's term ids in it."""
     vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
     mappings = [_ints(list(map(vocabulary.__getitem__, part.terms))) for part in parts]
-    buckets = np.zeros(len(vocabulary), dtype=np.int64)
+    return list(vocabulary), mappings
+
+
+def _merged_with(
+    parts: Sequence[UnitPostings], terms: list[str], mappings: Sequence[Ints]
+) -> UnitPostings:
+    """`merged_postings` given the united vocabulary."""
+    buckets = np.zeros(len(terms), dtype=np.int64)
     term_ids, positions, offset = [], [], 0
     for part, mapping in zip(parts, mappings, strict=True):
         buckets[mapping] = part.buckets
@@ -129,7 +148,7 @@ def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
         positions.append(part.positions + offset)
         offset += part.unit_count
     return UnitPostings(
-        list(vocabulary),
+        terms,
         buckets,
         _concatenated(term_ids),
         _concatenated(positions),
@@ -140,10 +159,17 @@ def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
 
 @dataclass(frozen=True)
 class BatchPostings:
-    """SQLite's statistics of a batch: its units' postings and body document frequencies."""
+    """SQLite's statistics of a batch: its units' postings and each vocabulary term's body
+    document frequency (an array aligned with ``postings.terms``)."""
 
     postings: UnitPostings
-    body_df: Counter[str]
+    body_df: Ints
+
+    def body_df_rows(self) -> Iterator[tuple[str, int]]:
+        """(term, body df) for the terms some body holds (not those only in titles)."""
+        counts = self.body_df.tolist()
+        held = itertools.compress(self.postings.terms, counts)
+        return zip(held, filter(None, counts), strict=True)
 
 
 class PostingsCounter:
@@ -158,11 +184,16 @@ class PostingsCounter:
         return BatchPostings(postings, body_df)
 
     def merge(self, parts: Sequence[BatchPostings]) -> BatchPostings:
-        """One batch's postings and body df from its consecutive slices."""
-        body_df: Counter[str] = Counter()
-        for part in parts:
-            body_df.update(part.body_df)
-        return BatchPostings(merged_postings([part.postings for part in parts]), body_df)
+        """One batch's postings and body df from its consecutive slices (vocabulary mapped
+        once, df added as arrays)."""
+        if len(parts) == 1:
+            return parts[0]
+        terms, mappings = united_vocabulary([part.postings for part in parts])
+        body_df = np.zeros(len(terms), dtype=np.int64)
+        for part, mapping in zip(parts, mappings, strict=True):
+            body_df[mapping] += part.body_df  # a run's term ids are distinct
+        postings = _merged_with([part.postings for part in parts], terms, mappings)
+        return BatchPostings(postings, body_df)
 
 
 def bucket_array(terms: Sequence[str]) -> Ints:
@@ -246,15 +277,17 @@ def _bucket_rows(
     cuts = np.flatnonzero(np.r_[True, group_buckets[1:] != group_buckets[:-1]]).tolist()
     rows = []
     g, f = columns.gap_size, columns.freq_size
+    # Every term's name and posting count in segment order, made once for all buckets.
+    names = [vocabulary[t] for t in terms[starts].tolist()]
+    counts = (ends - starts).astype("<u4").tobytes()
+    offsets, bounds = starts.tolist(), ends.tolist()
     for first, last in zip(cuts, [*cuts[1:], len(starts)], strict=True):
-        names = TERM_SEPARATOR.join(vocabulary[t] for t in terms[starts[first:last]].tolist())
-        counts = (ends[first:last] - starts[first:last]).astype("<u4").tobytes()
-        low, high = int(starts[first]), int(ends[last - 1])
+        low, high = offsets[first], bounds[last - 1]
         rows.append(
             (
                 segment * BUCKETS + int(group_buckets[first]),
-                names,
-                counts,
+                TERM_SEPARATOR.join(names[first:last]),
+                counts[4 * first : 4 * last],
                 columns.gaps[g * low : g * high],
                 columns.freqs[f * low : f * high],
             )
@@ -401,6 +434,12 @@ def _width(values: Ints) -> np.dtype[np.unsignedinteger]:
         if top <= np.iinfo(code).max:
             return np.dtype(code)
     return np.dtype("<u8")
+
+
+def _from_array(values: array[int]) -> Ints:
+    """An ``array("q")``'s values as an int64 array (one copy, no per-item conversion)."""
+    copied: Ints = np.frombuffer(values, dtype=np.int64).copy()
+    return copied
 
 
 def _ints(values: Sequence[int]) -> Ints:
