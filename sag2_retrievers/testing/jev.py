@@ -10,16 +10,15 @@ only a URL.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 
 from ..judges.llm.jev import ENDPOINT_PATH, JEVJudge
+from ._loopback import LoopbackServer
 
 FAKE_KEY = "fake-jev-key"
 FAKE_MODEL = "typesafe/jev-fake"
@@ -84,7 +83,7 @@ def fake_jev_judge(score: ScoreFunction, **options: Any) -> JEVJudge:
     return JEVJudge(FAKE_KEY, transport=FakeJEVTransport(score), **options)
 
 
-class FakeJEVServer:
+class FakeJEVServer(LoopbackServer):
     """JEV's endpoint on 127.0.0.1 (a free port), answering with ``score``, for code that
     takes a base URL; use it as a context manager, which stops the server on exit."""
 
@@ -115,29 +114,13 @@ class FakeJEVServer:
             def log_message(self, format: str, *args: Any) -> None:
                 """Silent: a test's output is not the place for access logs."""
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        super().__init__(Handler)
 
     @property
     def url(self) -> str:
         """The base URL to give a judge (``JEVJudge(base_url=...)``, ``sag2 --base-url``)."""
-        host, port = self._http.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     def judge(self, **options: Any) -> JEVJudge:
         """A `JEVJudge` pointed at this server."""
         return JEVJudge(FAKE_KEY, base_url=self.url, **options)
-
-    def __enter__(self) -> FakeJEVServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join()

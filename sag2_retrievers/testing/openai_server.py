@@ -17,11 +17,11 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from ..judges.llm.openai_compat import OpenAICompatJudge
+from ._loopback import LoopbackServer
 from .jev import NoulQuestion, ScoreFunction
 
 FAKE_OPENAI_MODEL = "fake-judge"
@@ -146,7 +146,7 @@ class _Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """An OpenAI-compatible server on 127.0.0.1 (a free port) answering with ``score``; use
     it as a context manager, which stops it on exit.
 
@@ -169,14 +169,12 @@ class FakeOpenAIServer:
         self._takes_lists = takes_lists
         self._logprobs = logprobs
         self._lock = threading.Lock()
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+        super().__init__(_handler_for(self))
 
     @property
     def url(self) -> str:
         """The base URL to give a judge (``OpenAICompatJudge``, ``sag2 --base-url``)."""
-        host, port = self._http.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
     def judge(self, **options: Any) -> OpenAICompatJudge:
         """An `OpenAICompatJudge` pointed at this server."""
@@ -199,20 +197,6 @@ class FakeOpenAIServer:
         if not self._takes_lists and isinstance(prompts, list) and len(prompts) > 1:
             return _Reply(400, {"error": {"message": "prompt must be a string"}})
         return _Reply(200, completions_reply(body, self._score, self._logprobs))
-
-    def __enter__(self) -> FakeOpenAIServer:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join()
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
