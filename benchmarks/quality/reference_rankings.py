@@ -36,7 +36,7 @@ def record(passages: list[Passage], questions: list[str], path: Path, judge: str
     out: dict[str, Any] = {}
     with SQLiteIndex(path) as index:
         index.add_documents(documents(passages), parallel=False)
-        engine = SAG2Engine(index, make_judge(judge, db_path=str(path)))
+        engine = SAG2Engine(index, make_judge(judge))
         for question in questions:
             row: dict[str, Any] = {}
             for label, filters in (("all", None), ("half", {"half": 1})):
