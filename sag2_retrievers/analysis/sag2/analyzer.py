@@ -177,15 +177,17 @@ def analysis(body: str, with_sentences: bool) -> UnitAnalysis:
     if len(lowered) != len(nfkc):
         lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
     latin_only = is_latin_only(lowered)
-    runs = name_runs(nfkc) if with_sentences else []
+    if not with_sentences:
+        # Sentences break only at whitespace after .!? or at newlines, where no token run can
+        # go on, so the whole text's tokens are its sentences' tokens in order.
+        return UnitAnalysis(tuple(tokens(lowered, latin_only)), ())
+    runs = name_runs(nfkc)
     stream: list[str] = []
     sentences: list[tuple[str, ...]] = []
     next_run = 0
     for start, end in split_sentences(nfkc):
         sentence_tokens = tokens(lowered[start:end], latin_only)
         stream.extend(sentence_tokens)
-        if not with_sentences:
-            continue
         names = []
         while next_run < len(runs) and runs[next_run][0] < end:
             run_start, run_end = runs[next_run]
