@@ -123,10 +123,20 @@ def stable_source_id(source_id: str, metadata: Mapping[str, Any], content_hash: 
 def write_changed(index: DocumentIndex, documents: Sequence[Document]) -> list[Document]:
     """Add the documents the index does not hold already unchanged, in one transaction;
     return those written (a re-run of unchanged files writes none)."""
-    changed = [document for document in documents if not is_stored_unchanged(index, document)]
+    unchanged = stored_unchanged(index, documents)
+    changed = [document for document, same in zip(documents, unchanged, strict=True) if not same]
     if changed:
         index.add_documents(changed)
     return changed
+
+
+def stored_unchanged(index: DocumentIndex, documents: Sequence[Document]) -> list[bool]:
+    """Per document, whether the index holds it already unchanged: one look-up finds which
+    ids are stored at all, and only those are compared in full."""
+    stored = index.metadata([document.id for document in documents])
+    return [
+        document.id in stored and is_stored_unchanged(index, document) for document in documents
+    ]
 
 
 def is_stored_unchanged(index: DocumentIndex, document: Document) -> bool:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .adapter_kit import document_title, is_stored_unchanged
+from .adapter_kit import document_title, stored_unchanged
 from .backends.base import DocumentIndex
 from .documents import Document
 from .errors import InvalidInputError
@@ -117,11 +117,14 @@ def text_document(path: Path, folder: Path, relative: str, fallback: str | None 
         "folder": str(folder),
     }
     title = ""
-    if file_kind(metadata["file_name"]) == "html":
+    html = file_kind(metadata["file_name"]) == "html"
+    if html:
         title, text = html_text(text)
     if not text.strip():
         raise BlankFileError(f"{relative}: the file has no text")
-    return Document(relative, text, title or document_title(text, metadata, None), metadata)
+    # A page's <title> was read with its text; what is left of it is not markup to parse again.
+    title = title or document_title("" if html else text, metadata, None)
+    return Document(relative, text, title, metadata)
 
 
 def document_from_record(record: Any, where: str) -> Document:
@@ -169,13 +172,9 @@ def add_in_batches(
     counts = {"records": 0, "batches": 0, "unchanged": 0}
 
     def changed(batch: dict[str, Document]) -> list[Document]:
-        # One look-up finds which ids are stored at all; only those are compared in full.
-        stored = index.metadata(list(batch)) if skip_unchanged else {}
-        kept = [
-            doc
-            for doc in batch.values()
-            if not (doc.id in stored and is_stored_unchanged(index, doc))
-        ]
+        documents = list(batch.values())
+        unchanged = stored_unchanged(index, documents) if skip_unchanged else [False] * len(batch)
+        kept = [doc for doc, same in zip(documents, unchanged, strict=True) if not same]
         counts["unchanged"] += len(batch) - len(kept)
         if on_batch is not None and len(kept) < len(batch):
             on_batch(len(batch) - len(kept))

@@ -126,7 +126,7 @@ class NoisyOracle(Judge):
     """A teacher for trajectories: gold passages score in [0.5, 1], others in [0, 0.6].
 
     Deterministic (the noise is a hash of question and passage); used only to show the model
-    rounds whose context holds the evidence, never as a label.
+    rounds whose pool reached the evidence, never as a label.
     """
 
     def __init__(self, gold: dict[str, set[str]]) -> None:
@@ -211,19 +211,19 @@ def teacher_rows(train: TrainSet, teacher: str, runs: Path) -> Rows:
         )
         np.savez(path, features=features, labels=labels)
     if teacher == "oracle":
-        features = _without_context(features)
+        # The oracle's scores are its labels plus noise, and its contexts are weighted by
+        # them: read as context, they would teach the trees to find labels in the context's
+        # weights, which a real run's context does not hold (held-out MuSiQue: H=2 77.75 with
+        # them, 78.83 without). Its rows still show the question and pool columns of rounds
+        # that reached the evidence.
+        features = _zeroed(features, CONTEXT_FEATURES)
     return Rows(features, labels, np.full(len(labels), 1.0 / max(len(train.questions), 1)))
 
 
-def _without_context(features: np.ndarray) -> np.ndarray:
-    """The rows with their context columns zeroed.
-
-    The oracle's scores are its labels plus noise, and its contexts are weighted by them: read
-    as context, they would teach the trees to find labels in the context's weights, which a
-    real run's context does not hold (held-out MuSiQue: H=2 77.75 with them, 78.83 without).
-    Its rows still show the question and pool columns of rounds that reached the evidence."""
+def _zeroed(features: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """A copy of the rows with the named feature columns set to zero."""
     cleared = features.copy()
-    cleared[:, [FEATURE_NAMES.index(name) for name in CONTEXT_FEATURES]] = 0.0
+    cleared[:, [FEATURE_NAMES.index(name) for name in names]] = 0.0
     return cleared
 
 
@@ -247,7 +247,7 @@ def fit(
             print(f"  {train.name}, {teacher}: {len(rows[-1].labels)} rows, {seconds:.0f} s")
     features = np.vstack([r.features for r in rows])
     for group in without:
-        features[:, [FEATURE_NAMES.index(name) for name in GROUPS[group]]] = 0.0
+        features = _zeroed(features, GROUPS[group])
     labels = np.concatenate([r.labels for r in rows])
     weights = np.concatenate([r.weights for r in rows])
     data = lightgbm.Dataset(features, labels, weight=weights / weights.mean(), free_raw_data=False)

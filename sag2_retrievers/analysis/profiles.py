@@ -42,7 +42,7 @@ class ProfileRules(Protocol):
 
 
 RULES: dict[Profile, ProfileRules] = {"sag2": sag2, "paper": paper}
-PROFILES: tuple[Profile, ...] = ("sag2", "paper")
+PROFILES: tuple[Profile, ...] = tuple(RULES)
 DEFAULT_PROFILE: Profile = "sag2"
 FTS_TOKENIZERS: dict[str, str] = {name: rules.FTS_TOKENIZER for name, rules in RULES.items()}
 ANALYZER_VERSIONS: dict[str, str] = {name: rules.ANALYZER_VERSION for name, rules in RULES.items()}

@@ -137,10 +137,11 @@ def run_index(args: argparse.Namespace) -> int:
             report = _ingest(args, index, corpus, tally, claims, fallback)
             stats = index.stats()
     except BaseException as error:
-        if not existed and _holds_no_documents(args.db):
+        count = _stored_documents(args.db)
+        if not existed and count == 0:
             remove_index_files(args.db)
         if isinstance(error, KeyboardInterrupt):
-            raise KeyboardInterrupt(_saved(args.db)) from None
+            raise KeyboardInterrupt(_saved(args.db, count)) from None
         raise
     print(
         f"indexed {_records(report, claims)} in {time.perf_counter() - started:.2f} s: "
@@ -222,8 +223,11 @@ def _outcome(args: argparse.Namespace, tally: FolderTally | None, claims: IdClai
     unreadable = [] if tally is None else [f for r in UNREADABLE for f in tally.skipped.get(r, [])]
     if unreadable and not args.skip_unreadable:
         # Given --encoding already read what it could: naming it again would not help.
-        encoding = "" if args.encoding else "--encoding NAME (e.g. latin-1) for text that is "
-        encoding += "" if args.encoding else "not UTF-8, or "
+        encoding = (
+            ""
+            if args.encoding
+            else "--encoding NAME (e.g. latin-1) for text that is not UTF-8, or "
+        )
         raise InvalidInputError(
             f"{len(unreadable):,} file(s) could not be read (listed above) and were not indexed; "
             f"everything else was. Re-run with {encoding}--skip-unreadable to accept skipping "
@@ -291,23 +295,19 @@ def _built_settings(db: str) -> IndexSettings | None:
         return index.settings
 
 
-def _saved(db: str) -> str:
-    """What an interrupted ingest kept: the documents of every batch committed before it."""
-    try:
-        with SQLiteIndex(db, create=False) as index:
-            count = index.document_count()
-    except (SAG2Error, sqlite3.Error):
-        count = 0
+def _saved(db: str, count: int) -> str:
+    """What an interrupted ingest kept: the ``count`` documents of every batch committed
+    before it."""
     return (
         f"{db} holds {count:,} documents (every batch committed before the interruption); "
         "run the same command again to add the rest (stored documents are not rewritten)"
     )
 
 
-def _holds_no_documents(db: str) -> bool:
-    """Whether the index file is absent, unreadable as an index, or empty."""
+def _stored_documents(db: str) -> int:
+    """The documents an index file holds; 0 when it is absent or unreadable as an index."""
     try:
         with SQLiteIndex(db, create=False) as index:
-            return index.document_count() == 0
+            return index.document_count()
     except (SAG2Error, sqlite3.Error):
-        return True
+        return 0

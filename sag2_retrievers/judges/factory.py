@@ -29,12 +29,11 @@ JUDGE_NAMES = (
 LOCAL_DEFAULT = "local-pool"
 # Offline judges retired once the pool judge superseded them (CHANGELOG, issue 34): a name
 # someone still uses gets what to use instead, not "unknown judge".
-RETIRED_JUDGES = {
-    "local-learned": "the MiniLM judges were retired (the pool judge, `local`, ranks better "
-    "offline and needs no model files); use --judge local",
-    "local-similarity": "the MiniLM judges were retired (the pool judge, `local`, ranks better "
-    "offline and needs no model files); use --judge local",
-}
+RETIRED_JUDGES = dict.fromkeys(
+    ("local-learned", "local-similarity"),
+    "the MiniLM judges were retired (the pool judge, `local`, ranks better offline and needs "
+    "no model files); use --judge local",
+)
 OPENAI_BASE_URL_ENV = "SAG2_OPENAI_BASE_URL"
 OPENAI_MODEL_ENV = "SAG2_OPENAI_MODEL"
 JEV_PROVIDER_ORDER: tuple[Provider, ...] = ("openrouter", "typesafe")

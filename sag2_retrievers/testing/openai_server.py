@@ -22,7 +22,7 @@ from typing import Any
 
 from ..judges.llm.openai_compat import OpenAICompatJudge
 from ._loopback import LoopbackServer
-from .jev import NoulQuestion, ScoreFunction
+from .jev import NoulQuestion, ScoreFunction, _probability
 
 FAKE_OPENAI_MODEL = "fake-judge"
 CHAT_PATH = "/v1/chat/completions"
@@ -127,13 +127,6 @@ def _usage(body: dict[str, Any], output_tokens: int) -> dict[str, int]:
         "completion_tokens": output_tokens,
         "total_tokens": prompt_tokens + output_tokens,
     }
-
-
-def _probability(value: float) -> float:
-    """A score function's value, refused unless it is a probability."""
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"the score function returned {value!r}; return a number in [0, 1]")
-    return float(value)
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,8 @@ def name_runs(sentence: str) -> list[tuple[int, int]]:
 
 
 def analysis(body: str, with_sentences: bool) -> UnitAnalysis:
-    """The body's tokens, built sentence by sentence, and its sentences' expansion units (names
-    as phrases) when ``with_sentences`` (otherwise none); the token stream is the same either
-    way."""
+    """The body's tokens and, when ``with_sentences``, its sentences' expansion units (names as
+    phrases); without them the tokens come from one pass over the whole text, the same stream."""
     nfkc = unicodedata.normalize("NFKC", body)
     lowered = nfkc.lower()
     if len(lowered) != len(nfkc):

@@ -15,8 +15,8 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ...errors import InvalidInputError
-from ...query import check_question, search_hits
 from ...query import query_terms as backend_query_terms
+from ...query import search_hits
 from ...settings import IndexSettings
 from ..base import Filters, SearchHit
 from ..scorer import ArrayScorer
@@ -85,5 +85,4 @@ class PostgresIndex(PostgresWriting, PostgresReading, PostgresMaintenance):
 
     def query_terms(self, question: str, max_tokens: int = 80) -> list[str]:
         """The question's distinct tokens, each repaired by a title alias if it matches nothing."""
-        check_question(question)
         return backend_query_terms(self, question, max_tokens)

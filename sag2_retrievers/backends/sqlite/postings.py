@@ -123,12 +123,6 @@ def count_postings(columns: Iterable[tuple[str, str, str]]) -> tuple[UnitPosting
     return postings, body_df.astype(np.int64)
 
 
-def merged_postings(parts: Sequence[UnitPostings]) -> UnitPostings:
-    """One run from consecutive runs: positions shifted, vocabularies united."""
-    terms, mappings = united_vocabulary(parts)
-    return _merged_with(parts, terms, mappings)
-
-
 def united_vocabulary(parts: Sequence[UnitPostings]) -> tuple[list[str], list[Ints]]:
     """The terms of consecutive runs in first-seen order, and each run's term ids in it."""
     vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
@@ -139,7 +133,7 @@ def united_vocabulary(parts: Sequence[UnitPostings]) -> tuple[list[str], list[In
 def _merged_with(
     parts: Sequence[UnitPostings], terms: list[str], mappings: Sequence[Ints]
 ) -> UnitPostings:
-    """`merged_postings` given the united vocabulary."""
+    """One run from consecutive runs given their united vocabulary: positions shifted."""
     buckets = np.zeros(len(terms), dtype=np.int64)
     term_ids, positions, offset = [], [], 0
     for part, mapping in zip(parts, mappings, strict=True):

@@ -24,18 +24,19 @@ _REFUSED_WORDS = ("connection refused", "errno 111", "actively refused")
 def connect_failure(url: str, error: httpx.ConnectError) -> str:
     """Why no connection was made, in words that say which fix applies: a host name that does
     not resolve (a typo, no network), nothing listening at the address, or another reason."""
-    host = httpx.URL(url).host
-    port = httpx.URL(url).port
+    parsed = httpx.URL(url)
+    host, port = parsed.host, parsed.port
     address = f"{host}:{port}" if port else host
-    said = " ".join(str(link).lower() for link in _causes(error))
-    if any(isinstance(link, socket.gaierror) for link in _causes(error)) or any(
+    chain = _causes(error)
+    said = " ".join(str(link).lower() for link in chain)
+    if any(isinstance(link, socket.gaierror) for link in chain) or any(
         words in said for words in _NAME_RESOLUTION_WORDS
     ):
         return (
             f"the host name {host!r} could not be resolved (DNS); check the base URL's host "
             "and that this machine has a network connection (not retried)"
         )
-    if any(isinstance(link, ConnectionRefusedError) for link in _causes(error)) or any(
+    if any(isinstance(link, ConnectionRefusedError) for link in chain) or any(
         words in said for words in _REFUSED_WORDS
     ):
         return (

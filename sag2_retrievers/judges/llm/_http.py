@@ -29,7 +29,8 @@ TRANSIENT_STATUSES = frozenset({408, 429})
 BUSY_STATUSES = frozenset({408, 429, 502, 503, 504})
 # A connection that closes mid-request (a keep-alive race, a restarting server) may work on a
 # retry; a connection never made (ConnectError: no such host, nothing listening) will not.
-TRANSIENT_TRANSPORT_ERRORS = (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError)
+# Timeouts are retried too, as failures by deadline (caught before these).
+TRANSIENT_TRANSPORT_ERRORS = (httpx.NetworkError, httpx.RemoteProtocolError)
 BODY_EXCERPT_CHARS = 300
 DEFAULT_MAX_REPLY_BYTES = 16 * 1024 * 1024
 
@@ -85,12 +86,13 @@ class TransientHTTPFailure(Exception):
         retry_after: float | None = None,
         status: int | None = None,
         body: str = "",
+        timed_out: bool = False,
     ) -> None:
         super().__init__(reason)
         self.retry_after = retry_after
         self.status = status
         self.body = body
-        self.timed_out = False
+        self.timed_out = timed_out  # a failure by deadline, the one that load explains
 
 
 class RefusedRequest(JudgeError):
@@ -325,13 +327,14 @@ async def _attempt_post(
         except asyncio.TimeoutError as exc:
             if gate is not None:
                 gate.overloaded()
-            raise _timed_out(
-                f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)"
+            raise TransientHTTPFailure(
+                f"no complete reply within {limits.attempt_seconds} s (the judge's timeout)",
+                timed_out=True,
             ) from exc
         except httpx.ConnectError as exc:
             raise JudgeError(endpoint.describe(connect_failure(endpoint.url, exc))) from exc
         except httpx.TimeoutException as exc:
-            raise _timed_out(f"{type(exc).__name__}: {exc}") from exc
+            raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}", timed_out=True) from exc
         except TRANSIENT_TRANSPORT_ERRORS as exc:
             raise TransientHTTPFailure(f"{type(exc).__name__}: {exc}") from exc
         except httpx.HTTPError as exc:
@@ -343,13 +346,6 @@ async def _attempt_post(
     if gate is not None:
         gate.succeeded()
     return response
-
-
-def _timed_out(reason: str) -> TransientHTTPFailure:
-    """A failure by deadline, the one transport failure that load explains."""
-    failure = TransientHTTPFailure(reason)
-    failure.timed_out = True
-    return failure
 
 
 async def _send_and_read(
