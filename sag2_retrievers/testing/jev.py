@@ -10,15 +10,15 @@ only a URL.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 
 from ..judges.llm.jev import ENDPOINT_PATH, JEVJudge
-from ._loopback import LoopbackServer
+from ._loopback import LoopbackServer, Reply
 
 FAKE_KEY = "fake-jev-key"
 FAKE_MODEL = "typesafe/jev-fake"
@@ -89,32 +89,17 @@ class FakeJEVServer(LoopbackServer):
 
     def __init__(self, score: ScoreFunction) -> None:
         self.requests = 0
-        server = self
+        self._score = score
+        self._lock = threading.Lock()
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                """Answer a JEV request, or 404 for another path."""
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length))
-                if self.path != ENDPOINT_PATH:
-                    self._send(404, {"error": f"no route {self.path}"})
-                    return
-                server.requests += 1
-                self._send(200, noul_reply(body, score))
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                """Write a JSON response."""
-                data = json.dumps(payload).encode("utf-8")
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                """Silent: a test's output is not the place for access logs."""
-
-        super().__init__(Handler)
+    def answer(self, path: str, body: dict[str, Any]) -> Reply:
+        """A Noul reply on JEV's path (counted), 404 on any other."""
+        if path != ENDPOINT_PATH:
+            return Reply(404, {"error": f"no route {path}"})
+        with self._lock:
+            self.requests += 1
+        return Reply(200, noul_reply(body, self._score))
 
     @property
     def url(self) -> str:

@@ -16,12 +16,11 @@ import math
 import re
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from dataclasses import dataclass
 from typing import Any
 
 from ..judges.llm.openai_compat import OpenAICompatJudge
-from ._loopback import LoopbackServer
+from ._loopback import LoopbackServer, Reply
 from .jev import NoulQuestion, ScoreFunction, _probability
 
 FAKE_OPENAI_MODEL = "fake-judge"
@@ -129,16 +128,6 @@ def _usage(body: dict[str, Any], output_tokens: int) -> dict[str, int]:
     }
 
 
-@dataclass(frozen=True)
-class _Reply:
-    """What the server sends back: a status, a JSON body (None: the connection is closed
-    without a reply) and extra headers."""
-
-    status: int
-    body: dict[str, Any] | None
-    headers: dict[str, str] = field(default_factory=dict)
-
-
 class FakeOpenAIServer(LoopbackServer):
     """An OpenAI-compatible server on 127.0.0.1 (a free port) answering with ``score``; use
     it as a context manager, which stops it on exit.
@@ -162,7 +151,7 @@ class FakeOpenAIServer(LoopbackServer):
         self._takes_lists = takes_lists
         self._logprobs = logprobs
         self._lock = threading.Lock()
-        super().__init__(_handler_for(self))
+        super().__init__()
 
     @property
     def url(self) -> str:
@@ -173,7 +162,7 @@ class FakeOpenAIServer(LoopbackServer):
         """An `OpenAICompatJudge` pointed at this server."""
         return OpenAICompatJudge(self.url, FAKE_OPENAI_MODEL, **options)
 
-    def answer(self, path: str, body: dict[str, Any]) -> _Reply:
+    def answer(self, path: str, body: dict[str, Any]) -> Reply:
         """The reply to one request: a scripted failure first, else the route's answer."""
         with self._lock:
             self.requests.append((path, body))
@@ -181,38 +170,12 @@ class FakeOpenAIServer(LoopbackServer):
         if failure is not None:
             headers = {"Retry-After": failure.retry_after} if failure.retry_after else {}
             scripted = None if failure.drop else {"error": {"message": "scripted failure"}}
-            return _Reply(failure.status, scripted, headers)
+            return Reply(failure.status, scripted, headers)
         if path == CHAT_PATH:
-            return _Reply(200, chat_reply(body, self._score, self._logprobs))
+            return Reply(200, chat_reply(body, self._score, self._logprobs))
         if path != COMPLETIONS_PATH:
-            return _Reply(404, {"error": {"message": f"no route {path}"}})
+            return Reply(404, {"error": {"message": f"no route {path}"}})
         prompts = body.get("prompt")
         if not self._takes_lists and isinstance(prompts, list) and len(prompts) > 1:
-            return _Reply(400, {"error": {"message": "prompt must be a string"}})
-        return _Reply(200, completions_reply(body, self._score, self._logprobs))
-
-
-def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
-    """The request handler class serving ``server``'s answers."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            """Answer one request as the server decides."""
-            length = int(self.headers.get("Content-Length", "0"))
-            reply = server.answer(self.path, json.loads(self.rfile.read(length)))
-            if reply.body is None:
-                self.close_connection = True
-                return
-            data = json.dumps(reply.body).encode("utf-8")
-            self.send_response(reply.status)
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            """Silent: a test's output is not the place for access logs."""
-
-    return Handler
+            return Reply(400, {"error": {"message": "prompt must be a string"}})
+        return Reply(200, completions_reply(body, self._score, self._logprobs))
