@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sag2_retrievers import Document, SQLiteIndex
@@ -115,6 +116,29 @@ def test_optimize_merges_to_one_segment_with_the_same_scores(
         index.delete([document.id for document in musique_documents[:40]])
     both[1].optimize()
     assert segment_count(both[1]) == 1
+    assert_same(*both, musique_documents[40:])
+
+
+def test_optimize_never_merges_more_than_its_bound_with_the_same_scores(
+    both: tuple[SQLiteIndex, PostgresIndex],
+    musique_documents: list[Document],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the bound (here 60 units) optimize() leaves several segments, none merged beyond
+    it, and rewrites those within it that held deleted units; every score is still SQLite's."""
+    monkeypatch.setattr(compaction, "MAX_INGEST_MERGE_UNITS", 25)
+    monkeypatch.setattr(compaction, "MAX_MERGED_UNITS", 60)
+    write_both(both, musique_documents)
+    pg = both[1]
+    before = segment_count(pg)
+    for index in both:
+        index.delete([document.id for document in musique_documents[:40]])
+    pg.optimize()
+    rows = pg._fetch(pg._sql("SELECT length(units) / 8, lengths FROM {s}.segments"))
+    sizes = [int(units) for units, _ in rows]
+    assert 1 < len(sizes) < before
+    assert max(sizes) <= 60
+    assert all(np.frombuffer(bytes(lengths), dtype="<u4").all() for _, lengths in rows)
     assert_same(*both, musique_documents[40:])
 
 

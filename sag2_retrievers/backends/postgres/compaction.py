@@ -2,7 +2,9 @@
 
 Each write transaction adds a segment (blocks.py). Past ``MAX_SEGMENTS`` the smallest
 ``FAN_IN`` are merged into one, dropping deleted units' postings, inside the same write
-transaction, as SQLite's compaction does; ``PostgresIndex.optimize`` merges them all.
+transaction, as SQLite's compaction does; ``PostgresIndex.optimize`` merges towards one
+segment, but never more than ``MAX_MERGED_UNITS`` units at once, so its memory does not grow
+with the index either.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from .blocks import write_segment as copy_segment
 # A merge during ingest holds at most this many units (their postings and word positions)
 # in the writer's memory: 8 batches of `sag2 index`'s default 2,000 documents.
 MAX_INGEST_MERGE_UNITS = 16_000
+# optimize() never merges more units than this at once: a quarter of SQLite's bound, since
+# these segments also carry every word position.
+MAX_MERGED_UNITS = 50_000
 
 
 def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> None:
@@ -35,16 +40,31 @@ def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> N
 
 def compact(cursor: Any, schema: str) -> None:
     """After a write: merge the smallest segments while there are too many."""
-    cursor.execute(pg.compose(pg.SEGMENT_SIZES, schema))
-    sizes = [(int(segment), int(units)) for segment, units in cursor.fetchall()]
-    chosen = segments_to_merge(sizes, MAX_SEGMENTS, FAN_IN, MAX_INGEST_MERGE_UNITS)
+    chosen = segments_to_merge(_sizes(cursor, schema), MAX_SEGMENTS, FAN_IN, MAX_INGEST_MERGE_UNITS)
     merge(cursor, schema, chosen)
 
 
 def optimize(cursor: Any, schema: str) -> None:
-    """Merge every segment into one (deleted units' postings dropped)."""
+    """Merge the smallest segments, at most ``MAX_MERGED_UNITS`` units at a time, until one
+    remains or no two fit together; then rewrite each segment within that bound that still
+    holds deleted units."""
+    while chosen := segments_to_merge(_sizes(cursor, schema), 1, FAN_IN, MAX_MERGED_UNITS):
+        merge(cursor, schema, chosen)
+    for segment, units in _sizes(cursor, schema):
+        if units <= MAX_MERGED_UNITS and _holds_deleted(cursor, schema, segment):
+            merge(cursor, schema, [segment])
+
+
+def _sizes(cursor: Any, schema: str) -> list[tuple[int, int]]:
+    """(segment, units) of every segment, smallest first."""
     cursor.execute(pg.compose(pg.SEGMENT_SIZES, schema))
-    merge(cursor, schema, [int(row[0]) for row in cursor.fetchall()])
+    return [(int(segment), int(units)) for segment, units in cursor.fetchall()]
+
+
+def _holds_deleted(cursor: Any, schema: str, segment: int) -> bool:
+    """Whether the segment still lists a deleted unit (|D| = 0)."""
+    cursor.execute(pg.compose(pg.CHOSEN_SEGMENTS, schema), ([segment],))
+    return not read_segment(cursor.fetchone()).lengths.all()
 
 
 def merge(cursor: Any, schema: str, chosen: Sequence[int]) -> None:

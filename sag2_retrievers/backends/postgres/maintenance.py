@@ -50,7 +50,8 @@ class PostgresMaintenance(PostgresConnections):
         return {str(key): str(value) for key, value in self._fetch(self._sql(pg.GET_META))}
 
     def optimize(self) -> None:
-        """Merge every posting segment into one, dropping deleted units' postings."""
+        """Merge the posting segments towards one, dropping deleted units' postings, a bounded
+        number of units at a time (`compaction.optimize`)."""
         with self._write() as cursor:
             compaction.optimize(cursor, self.schema)
             cursor.execute(self._sql(pg.ADD_TOTALS), (0, 0))
