@@ -20,9 +20,9 @@ from .blocks import write_segment as copy_segment
 # A merge during ingest holds at most this many units (their postings and word positions)
 # in the writer's memory: 8 batches of `sag2 index`'s default 2,000 documents.
 MAX_INGEST_MERGE_UNITS = 16_000
-# optimize() never merges more units than this at once: a quarter of SQLite's bound, since
-# these segments also carry every word position.
-MAX_MERGED_UNITS = 50_000
+# optimize() never merges more units than this at once (these segments carry every word
+# position: a merge of 50,000 units peaked at 609 MiB, benchmarks/faults_scale/pg_optimize.py).
+MAX_MERGED_UNITS = 32_000
 
 
 def write_segment(cursor: Any, schema: str, postings: Postings, units: Any) -> None:
