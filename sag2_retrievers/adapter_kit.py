@@ -8,9 +8,13 @@ the engine and the index once, from either adapter's ``close`` or ``aclose``.
 Ingest rules, so LlamaIndex and LangChain ingest the same folder the same way:
 
 - **ids**: a document's own id is kept; without one (LangChain's ``None``, LlamaIndex's random
-  UUID4) the id is its file path (metadata ``file_path``, else ``source``), with ``_part_<i>``
-  appended when one file gave several documents (LlamaIndex's ``filename_as_id`` convention),
-  else a hash of its text and metadata. Re-running the same ingest therefore upserts in place.
+  UUID4) the id is its file path (metadata ``file_path``, else ``source``) with its place in
+  the file when its metadata gives one (``report.pdf#page=3``: `LOCATOR_KEYS`), so a page
+  keeps its id whichever call brings it; ``_part_<i>`` is appended when one batch holds
+  several documents with the same such id (LlamaIndex's ``filename_as_id`` convention); else
+  the id is a hash of its text and metadata. Re-running the same ingest therefore upserts in
+  place. (A file whose documents carry no place and arrive in several calls is numbered per
+  call: give those ids, or one call per file.)
 - **empty documents** (blank text) are skipped with one warning naming them, or refused.
 - **exact repeats** (same id, text and metadata) in one batch are indexed once.
 - **re-runs**: a document the index holds already with the same text, title and metadata
@@ -49,6 +53,10 @@ from .judges.factory import make_judge
 from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
+# Metadata that places a record inside its file, as the frameworks' loaders and splitters
+# write it (PDF pages, CSV rows, JSON records, a chunk's start): with the path, the record's id.
+LOCATOR_KEYS = ("page", "page_label", "page_number", "seq_num", "row", "start_index")
+MAX_LOCATOR_CHARS = 64
 # Metadata LlamaIndex's SimpleDirectoryReader refreshes whenever a file is read (the day it
 # was last read): it says nothing about the file, so it alone does not make a rewrite.
 VOLATILE_KEYS = frozenset({"last_accessed_date"})
@@ -89,7 +97,7 @@ def plan_ingest(
         if record.text.strip() and fingerprint not in seen:
             seen.add(fingerprint)
             kept.append(position)
-    paths = Counter(_path(records[p].metadata) for p in kept if records[p].id is None)
+    paths = Counter(located_path(records[p].metadata) for p in kept if records[p].id is None)
     parts: Counter[str] = Counter()
     planned = []
     for position in kept:
@@ -99,8 +107,9 @@ def plan_ingest(
 
 
 def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter[str]) -> str:
-    """The id of a record without one: its path (numbered when shared), else a content hash."""
-    path = _path(record.metadata)
+    """The id of a record without one: its located path (numbered when shared), else a
+    content hash."""
+    path = located_path(record.metadata)
     if path is None:
         return content_id(record.text, record.metadata)
     if paths[path] == 1:
@@ -111,10 +120,11 @@ def _derived_id(record: SourceRecord, paths: Counter[str | None], parts: Counter
 
 def stable_source_id(source_id: str, metadata: Mapping[str, Any], content_hash: str | None) -> str:
     """A source document's id that a re-run gives again: its own unless random, else its
-    file path, else its content hash (LlamaIndex's ``hash`` of the source), else its own."""
+    located file path (`located_path`: the id the same document gets when indexed whole),
+    else its content hash (LlamaIndex's ``hash`` of the source), else its own."""
     if not is_random_id(source_id):
         return source_id
-    path = _path(metadata)
+    path = located_path(metadata)
     if path is not None:
         return path
     return content_id(content_hash, {}) if content_hash else source_id
@@ -181,6 +191,23 @@ def _path(metadata: Mapping[str, Any]) -> str | None:
         if isinstance(value, str) and value.strip():
             return value
     return None
+
+
+def located_path(metadata: Mapping[str, Any]) -> str | None:
+    """The record's file path with its place in the file (``report.pdf#page=3``) when the
+    metadata gives one (`LOCATOR_KEYS`), else the path alone; None without a path."""
+    path = _path(metadata)
+    if path is None:
+        return None
+    places = [f"{key}={metadata[key]}" for key in LOCATOR_KEYS if _is_place(metadata.get(key))]
+    return f"{path}#{','.join(places)}" if places else path
+
+
+def _is_place(value: object) -> bool:
+    """A page, row or offset: an int (not a bool), or a short non-blank string."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return True
+    return isinstance(value, str) and bool(value.strip()) and len(value) <= MAX_LOCATOR_CHARS
 
 
 def _handle_empty(empty: Sequence[tuple[int, SourceRecord]], skip_empty: bool) -> None:

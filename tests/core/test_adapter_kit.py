@@ -24,6 +24,7 @@ from sag2_retrievers.adapter_kit import (
     content_id,
     document_title,
     is_random_id,
+    located_path,
     plan_ingest,
     precompute_judge,
     stable_source_id,
@@ -161,6 +162,26 @@ def test_records_without_ids_get_their_path_numbered_when_a_file_gave_several() 
     ]
 
 
+def test_a_page_keeps_its_id_whichever_call_brings_it() -> None:
+    """Pages placed by their metadata get path#place ids: planned one call at a time they
+    still differ (a later call must not overwrite an earlier page), and chunks sharing a
+    page are numbered within it."""
+    pages = [SourceRecord(None, f"page {n}", {"source": "r.pdf", "page": n}) for n in range(2)]
+    one_by_one = [plan_ingest([page])[0][1] for page in pages]
+    assert one_by_one == ["r.pdf#page=0", "r.pdf#page=1"]
+    assert [doc_id for _, doc_id in plan_ingest(pages)] == one_by_one
+    chunks = [
+        SourceRecord(None, f"chunk {n}", {"file_path": "/d/r.pdf", "page_label": "iv"})
+        for n in range(2)
+    ]
+    assert [doc_id for _, doc_id in plan_ingest(chunks)] == [
+        "/d/r.pdf#page_label=iv_part_0",
+        "/d/r.pdf#page_label=iv_part_1",
+    ]
+    placed = {"source": "r.csv", "row": 3, "start_index": 40, "page": True, "seq_num": " "}
+    assert located_path(placed) == "r.csv#row=3,start_index=40"
+
+
 def test_the_same_batch_planned_twice_gets_the_same_ids() -> None:
     records = [SourceRecord(None, f"text {n}", {"n": n}) for n in range(3)]
     assert plan_ingest(records) == plan_ingest(list(records))
@@ -280,6 +301,8 @@ def test_a_random_source_id_becomes_its_file_path_else_its_content_hash() -> Non
     random_id = str(uuid.uuid4())
     assert stable_source_id("memo", {"file_path": "/d/a.md"}, "h") == "memo"
     assert stable_source_id(random_id, {"file_path": "/d/a.md"}, "h") == "/d/a.md"
+    page = {"file_path": "/d/a.pdf", "page_label": "2"}
+    assert stable_source_id(random_id, page, "h") == "/d/a.pdf#page_label=2"
     assert stable_source_id(random_id, {}, "h") == stable_source_id(str(uuid.uuid4()), {}, "h")
     assert stable_source_id(random_id, {}, None) == random_id
 

@@ -315,8 +315,9 @@ class SAG2Retriever(BaseRetriever):
         """Insert or replace documents by id in one transaction; returns the stored ids.
 
         The id is ``ids[i]`` if given, else ``document.id``, else the file path in
-        ``metadata["source"]`` (``<path>_part_<i>`` when one file gave several documents),
-        else a hash of the text and metadata, so re-adding the same files changes nothing.
+        ``metadata["source"]`` with its page, row or chunk start when given
+        (``<path>#page=3``; ``_part_<i>`` added when several documents share that id), else a
+        hash of the text and metadata, so re-adding the same files changes nothing.
         Blank documents are skipped with one warning and exact repeats stored once; neither
         adds an id to the result. Documents stored already unchanged are not rewritten.
         """

@@ -50,3 +50,28 @@ def test_a_rerun_on_unchanged_files_writes_nothing_and_keeps_the_ids(tmp_path: P
     assert all(source is not None and source.startswith(str(data)) for _, source in first)
     assert every_row(db) == rows
     assert db.stat().st_size == size
+
+
+def test_chunks_of_each_page_name_their_page_as_the_source() -> None:
+    """Pages of one file (random ids, one file_path) give their chunks distinct sources, the
+    ids the same pages get when indexed whole, so offsets are never mixed across pages."""
+    from llama_index.core import Document
+
+    pages = [
+        Document(
+            text="Alice was born in Paris. " * 3,
+            metadata={"file_path": "/d/n.pdf", "page_label": "1"},
+        ),
+        Document(
+            text="Bob was born in Rome. " * 3, metadata={"file_path": "/d/n.pdf", "page_label": "2"}
+        ),
+    ]
+    nodes = SentenceSplitter(chunk_size=1024).get_nodes_from_documents(pages)
+    question = "Who was born in Paris or Rome?"
+    with SAG2Retriever.from_defaults(nodes=nodes, judge=OverlapJudge(), similarity_top_k=5) as r:
+        chunked = {hit.node.ref_doc_id for hit in r.retrieve(question)}
+    with SAG2Retriever.from_defaults(
+        documents=pages, judge=OverlapJudge(), similarity_top_k=5
+    ) as r:
+        whole = {hit.node.ref_doc_id for hit in r.retrieve(question)}
+    assert chunked == whole == {"/d/n.pdf#page_label=1", "/d/n.pdf#page_label=2"}

@@ -44,3 +44,18 @@ def test_a_rerun_of_from_documents_writes_nothing_and_keeps_the_ids(tmp_path: Pa
     assert {doc_id for doc_id, _ in runs[0]} <= {str(path) for path in data.iterdir()}
     assert every_row(db) == rows
     assert db.stat().st_size == size
+
+
+def test_pages_of_one_file_added_in_separate_calls_are_all_kept() -> None:
+    """A loader's pages streamed one call at a time (lazy_load in batches) keep distinct ids:
+    a later page must not overwrite an earlier one."""
+    people = ["Alice was born in Paris.", "Bob was born in Rome.", "Carol was born in Oslo."]
+    pages = [
+        Document(page_content=text, metadata={"source": "report.pdf", "page": number})
+        for number, text in enumerate(people)
+    ]
+    with SAG2Retriever(judge=OverlapJudge(), k=10) as retriever:
+        ids = [retriever.add_documents([page])[0] for page in pages]
+        found = {doc.page_content for doc in retriever.invoke("Who was born in Paris, Rome, Oslo?")}
+    assert ids == [f"report.pdf#page={n}" for n in range(3)]
+    assert found == set(people)

@@ -313,8 +313,9 @@ class SAG2Retriever(BaseRetriever):
         """Index nodes now, replacing any with the same id; one transaction.
 
         A node keeps its id unless it is a random UUID4 (LlamaIndex's default), which is
-        replaced by its ``file_path`` (``<path>_part_<i>`` when one file gave several nodes),
-        else a hash of its text and metadata. Blank nodes are skipped with one warning.
+        replaced by its ``file_path`` with its page when it has one (``<path>#page_label=2``,
+        ``_part_<i>`` added when several nodes share that), else a hash of its text and
+        metadata. Blank nodes are skipped with one warning.
         """
         self._write(to_core_documents(nodes, self.title_key, skip_empty=self.skip_empty))
 
