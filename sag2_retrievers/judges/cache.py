@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .._sqlite import connect_cache, write_cache
 from ..errors import IndexFullError, JudgeError
-from .base import CallEstimate, Candidate, Judge, JudgeRequest, UsageSnapshot
+from .base import CallEstimate, Candidate, Judge, JudgeRequest, UsageSnapshot, track_usage
 
 # Bump when the key's ingredients change, so old rows are never mistaken for new ones.
 KEY_FORMAT = "sag2-judgment/1"
@@ -75,9 +75,10 @@ class CachedJudge(Judge):
 
     The table ``judgment_cache`` may live in the index file; no other table is read or
     written, but the file is switched to WAL mode so several threads and processes can share
-    it. Hits count as judgments yet add no HTTP calls, tokens or cost to ``usage``. Wrap a
-    judge that is used only through this cache: its usage is charged to the judgments
-    written here, and usage of calls that fail is charged to the next successful call.
+    it. Hits count as judgments yet add no HTTP calls, tokens or cost to ``usage``. Each inner
+    request's own usage (tracked per task, so concurrent retrievals never swap theirs) is
+    added to ``usage`` and charged to the judgments it stored; a request that fails or gets a
+    stand-in score stores nothing, and its usage is counted in ``usage`` only.
     """
 
     def __init__(self, inner: Judge, path: str | os.PathLike[str]) -> None:
@@ -86,7 +87,6 @@ class CachedJudge(Judge):
         self.sends_data_off_machine = inner.sends_data_off_machine
         self._lock = threading.Lock()
         self._connection = _open(os.fspath(path))
-        self._accounted = inner.usage.snapshot()
 
     def __repr__(self) -> str:
         return f"CachedJudge(inner={self._inner!r})"
@@ -144,8 +144,22 @@ class CachedJudge(Judge):
             note=request.note,
             instruction=request.instruction,
         )
-        scores = await self._inner.score(miss_request)
-        spent = self._take_inner_usage()
+        # This request's own usage: concurrent retrievals share the inner judge's counters.
+        with track_usage(self._inner.usage) as collected:
+            try:
+                scores = await self._inner.score(miss_request)
+            finally:
+                spent = collected.snapshot()
+                self._charge(spent)
+        judged = {key: score for (key, _), score in zip(misses, scores, strict=True)}
+        # A stand-in score for an unreadable answer is no judgment: storing it would replay it
+        # for good, so a request with any is not stored (and is asked again next time).
+        if not spent.degraded:
+            await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))
+        return judged
+
+    def _charge(self, spent: UsageSnapshot) -> None:
+        """Add an inner request's HTTP calls, tokens, cost and stand-ins to ``usage``."""
         self.usage.add(
             http_calls=spent.http_calls,
             input_tokens=spent.input_tokens,
@@ -155,20 +169,6 @@ class CachedJudge(Judge):
             cache_reports=spent.cache_reports,
             degraded=spent.degraded,
         )
-        judged = {key: score for (key, _), score in zip(misses, scores, strict=True)}
-        # A stand-in score for an unreadable answer is no judgment: storing it would replay it
-        # for good, so a request with any is not stored (and is asked again next time).
-        if not spent.degraded:
-            await asyncio.to_thread(self._store, judged, split_usage(spent, len(judged)))
-        return judged
-
-    def _take_inner_usage(self) -> UsageSnapshot:
-        """The inner judge's usage since the last call to this method."""
-        with self._lock:
-            now = self._inner.usage.snapshot()
-            spent = now - self._accounted
-            self._accounted = now
-        return spent
 
     def _lookup(self, keys: Sequence[str]) -> dict[str, float]:
         """Stored scores of the keys that are in the cache."""

@@ -272,3 +272,55 @@ async def test_whole_request_judge_never_reuses_a_score_from_another_batch(
     assert await judge.score(request("aa", "bbbb")) == first
     assert len(inner.requests) == 2
     judge.close()
+
+
+class StandInJudge(Judge):
+    """Question "B" gets an unreadable answer (a stand-in 0.5, counted as degraded) while
+    question "A", slower, gets a clean one: their inner calls overlap in time."""
+
+    identity = "stand-in:v1"
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        if request.question == "B":
+            await asyncio.sleep(0.02)
+            self.usage.add(http_calls=1, degraded=1, cost_usd=1.0)
+            await asyncio.sleep(0.08)
+            return [0.5]
+        await asyncio.sleep(0.05)
+        self.usage.add(http_calls=1, cost_usd=2.0)
+        return [0.9]
+
+
+async def test_concurrent_requests_each_keep_their_own_usage(cache_path: Path) -> None:
+    """The clean answer is stored and the stand-in is not, whatever the overlap; each stored
+    row carries its own request's cost."""
+    inner = StandInJudge()
+    judge = CachedJudge(inner, cache_path)
+    clean, stand_in = request("text", question="A"), request("text", question="B")
+    await asyncio.gather(judge.score(clean), judge.score(stand_in))
+    await asyncio.gather(judge.score(clean), judge.score(stand_in))
+    assert judge.total_paid().cost_usd == 2.0
+    assert judge.usage.snapshot().degraded == 2  # B was asked again: never stored
+    assert judge.usage.snapshot().http_calls == 3
+    judge.close()
+
+
+class PaidOutageJudge(Judge):
+    """Makes a paid call, then fails (an answer that arrived too late to use)."""
+
+    identity = "paid-outage:v1"
+
+    async def _score(self, request: JudgeRequest) -> list[float]:
+        self.usage.add(http_calls=1, cost_usd=3.0)
+        raise JudgeError("simulated outage after a paid call")
+
+
+async def test_a_failed_inner_call_is_counted_in_usage_but_stores_nothing(
+    cache_path: Path,
+) -> None:
+    judge = CachedJudge(PaidOutageJudge(), cache_path)
+    with pytest.raises(JudgeError):
+        await judge.score(request("abc"))
+    assert judge.usage.snapshot().cost_usd == 3.0
+    assert judge.total_paid().judgments == 0
+    judge.close()
