@@ -81,8 +81,10 @@ class LangChainJudge(ChatModelJudge):
 
     @property
     def identity(self) -> str:
-        """``langchain:<model type>:<model name>``."""
-        return f"langchain:{self.chat_model._llm_type}:{self._model()}"
+        """``langchain:<model type>:<model name>``, then its endpoint and a fixed scoring mode
+        (`ChatModelJudge.identity_details`): caches never mix their scores."""
+        name = f"langchain:{self.chat_model._llm_type}:{self._model()}"
+        return name + self.identity_details(self.chat_model)
 
     async def _ask_prompt(self, prompt: JudgePrompt) -> ChatAnswer:
         """An Anthropic model's prompt with its shared block marked for caching; others as is."""

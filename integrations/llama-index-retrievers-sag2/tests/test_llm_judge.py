@@ -200,6 +200,22 @@ def test_only_a_loopback_endpoint_counts_as_on_this_machine() -> None:
     assert LlamaIndexLLMJudge(MockLLM()).sends_data_off_machine
 
 
+def test_identity_names_the_endpoint_and_scoring_mode_without_credentials() -> None:
+    """Two servers, or graded and yes/no scoring, never share cached judgments; a key in the
+    endpoint's URL never reaches the identity (it appears in logs and errors)."""
+    local = ScriptedLLM(evidence_logprobs, api_base="http://127.0.0.1:8000/v1")
+    other = ScriptedLLM(evidence_logprobs, api_base="http://u:secret@10.0.0.5:9000/v1?key=k")
+    identities = {
+        LlamaIndexLLMJudge(local).identity,
+        LlamaIndexLLMJudge(local, graded=True).identity,
+        LlamaIndexLLMJudge(local, graded=False).identity,
+        LlamaIndexLLMJudge(other).identity,
+    }
+    assert len(identities) == 4
+    assert "@http://127.0.0.1:8000/v1;graded" in LlamaIndexLLMJudge(local, graded=True).identity
+    assert not any("secret" in i or "key=" in i for i in identities)
+
+
 def test_remote_judge_policy_applies_to_a_wrapped_llm(monkeypatch: pytest.MonkeyPatch) -> None:
     """An LLM with no loopback endpoint is refused when remote judges are disallowed."""
     monkeypatch.setenv("SAG2_ALLOW_REMOTE_JUDGES", "0")

@@ -102,11 +102,19 @@ class ChatModelJudge(Judge):
         self._max_concurrency = max_concurrency
         self._warm_first = warm_first
         self._graded = graded
+        self._scoring = {None: "", True: ";graded", False: ";yes-no"}[graded]
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
             weakref.WeakKeyDictionary()
         )
         self._slots_lock = threading.Lock()
         self._answers = AnswerPolicy(self.usage, lambda text: f"judge {self.identity!r}: {text}")
+
+    def identity_details(self, model: object) -> str:
+        """What besides the model's name changes its scores, for a subclass's `identity`: the
+        endpoints the model declares (``@http://127.0.0.1:8080/v1``, no credentials or query)
+        and a fixed scoring mode (``;graded``, ``;yes-no``)."""
+        endpoints = ",".join(endpoint_name(e) for e in model_endpoints(model))
+        return (f"@{endpoints}" if endpoints else "") + self._scoring
 
     @abc.abstractmethod
     async def _ask(self, messages: ChatMessages) -> ChatAnswer:
@@ -281,6 +289,18 @@ def _is_logprob(value: object) -> bool:
         and math.isfinite(value)
         and value <= 0.0
     )
+
+
+def endpoint_name(endpoint: str) -> str:
+    """An endpoint as an identity may show it: scheme, host, port and path, never the
+    credentials or query a URL may carry."""
+    url = endpoint if "://" in endpoint else f"http://{endpoint}"
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "unparseable-endpoint"
+    port = f":{parsed.port}" if parsed.port is not None else ""
+    return f"{parsed.scheme}://{parsed.host}{port}{parsed.path.rstrip('/')}"
 
 
 def model_endpoints(model: object) -> list[str]:

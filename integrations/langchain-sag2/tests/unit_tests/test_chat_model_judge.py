@@ -155,6 +155,18 @@ def test_only_a_loopback_endpoint_counts_as_on_this_machine() -> None:
     assert LangChainJudge(GenericFakeChatModel(messages=iter([]))).sends_data_off_machine
 
 
+def test_identity_names_the_endpoint_and_scoring_mode_without_credentials() -> None:
+    """Two servers, or graded and yes/no scoring, never share cached judgments; a key in the
+    endpoint's URL never reaches the identity."""
+    identities = {
+        LangChainJudge(logprob_chat("http://localhost:11434")).identity,
+        LangChainJudge(logprob_chat("http://localhost:11434"), graded=False).identity,
+        LangChainJudge(logprob_chat("https://u:secret@llm.example.com/v1?key=k")).identity,
+    }
+    assert len(identities) == 3
+    assert not any("secret" in i or "key=" in i for i in identities)
+
+
 def test_remote_judge_policy_applies_to_a_wrapped_model(
     monkeypatch: pytest.MonkeyPatch, eiffel_documents: list[Document]
 ) -> None:

@@ -74,8 +74,10 @@ class LlamaIndexLLMJudge(ChatModelJudge):
 
     @property
     def identity(self) -> str:
-        """``llama-index:<LLM class>:<model name>``."""
-        return f"llama-index:{self.llm.class_name()}:{self._model_name()}"
+        """``llama-index:<LLM class>:<model name>``, then its endpoint and a fixed scoring
+        mode (`ChatModelJudge.identity_details`): caches never mix their scores."""
+        name = f"llama-index:{self.llm.class_name()}:{self._model_name()}"
+        return name + self.identity_details(self.llm)
 
     async def _ask_prompt(self, prompt: JudgePrompt) -> ChatAnswer:
         """An Anthropic LLM's prompt with a cache point after its shared block; others as is."""
