@@ -315,3 +315,18 @@ def test_training_on_a_tiny_fixture_fits_a_loadable_model(tmp_path: Path) -> Non
     assert len(scores) == 2
     assert all(0.0 <= s <= 1.0 for s in scores)
     index.close()
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_score_that_is_not_a_finite_number_is_refused_by_name(value: float) -> None:
+    """A direct caller's non-finite BM25 or previous score is an input error naming it, not
+    an error from deep inside the trees."""
+    from sag2_retrievers.errors import InvalidInputError
+
+    judge = PoolJudge()
+    bad_bm25 = JudgeRequest(QUESTION, (Candidate("a", "text", 0, value), BRIDGE))
+    with pytest.raises(InvalidInputError, match="candidate 0: question_bm25"):
+        judge.score_now(bad_bm25)
+    bad_context = JudgeRequest(QUESTION, (BRIDGE,), (ContextPassage("w", "text", value),))
+    with pytest.raises(InvalidInputError, match="context passage 0: previous_score"):
+        judge.score_now(bad_context)

@@ -28,6 +28,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
+from ...errors import InvalidInputError
 from ..base import JudgeRequest
 from .pool_terms import AnalysisCache, PassageTerms, QuestionTerms
 
@@ -111,6 +112,7 @@ class _Shared:
 
 def request_features(request: JudgeRequest, cache: AnalysisCache) -> Matrix:
     """One row of FEATURE_NAMES per candidate of the request."""
+    _check_numbers(request)
     rows = np.zeros((len(request.candidates), len(FEATURE_NAMES)))
     if not request.candidates:
         return rows
@@ -121,6 +123,20 @@ def request_features(request: JudgeRequest, cache: AnalysisCache) -> Matrix:
     if request.context:
         rows[:, second:] = _context_columns(shared)
     return rows
+
+
+def _check_numbers(request: JudgeRequest) -> None:
+    """Refuse a BM25 score or previous score that is not a finite number, naming it."""
+    numbers = [
+        (f"candidate {k}: question_bm25", c.question_bm25) for k, c in enumerate(request.candidates)
+    ]
+    numbers += [
+        (f"context passage {k}: previous_score", p.previous_score)
+        for k, p in enumerate(request.context)
+    ]
+    for name, value in numbers:
+        if value is not None and not math.isfinite(value):
+            raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
 
 
 def _shared(request: JudgeRequest, cache: AnalysisCache) -> _Shared:
