@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from sag2_retrievers import Document, SQLiteIndex
-from sag2_retrievers.errors import JudgeConfigurationError
+from sag2_retrievers.errors import InvalidInputError, JudgeConfigurationError
 from sag2_retrievers.eval.datasets import EvalQuestion, Passage
 from sag2_retrievers.judges.base import Candidate, ContextPassage, JudgeRequest
 from sag2_retrievers.judges.factory import make_judge
@@ -321,8 +321,6 @@ def test_training_on_a_tiny_fixture_fits_a_loadable_model(tmp_path: Path) -> Non
 def test_a_score_that_is_not_a_finite_number_is_refused_by_name(value: float) -> None:
     """A direct caller's non-finite BM25 or previous score is an input error naming it, not
     an error from deep inside the trees."""
-    from sag2_retrievers.errors import InvalidInputError
-
     judge = PoolJudge()
     bad_bm25 = JudgeRequest(QUESTION, (Candidate("a", "text", 0, value), BRIDGE))
     with pytest.raises(InvalidInputError, match="candidate 0: question_bm25"):
