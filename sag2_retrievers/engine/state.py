@@ -77,14 +77,13 @@ def first_expansion_plan(state: Retrieval, new: list[int], config: SAG2Config) -
 
 
 def final_plan(state: Retrieval, new: list[int], config: SAG2Config) -> RoundPlan:
-    """Round 2: a few new units, then history (pool members first, then by latest score);
-    context = the previous ranking's top units with their scores and a reassess note."""
+    """Round 2: a few new units, then history (pool members first, then the others in ranking
+    order: latest score, then what the unit is, never its id); context = the previous
+    ranking's top units with their scores and a reassess note."""
     union = list(dict.fromkeys([*state.protected, *state.seed_history, *new]))
     members = [u for u in union if u in state.scores]
     member_set = set(members)
-    earlier = sorted(
-        (u for u in state.scores if u not in member_set), key=lambda u: (-state.scores[u], u)
-    )
+    earlier = state.rank([u for u in state.scores if u not in member_set])
     admitted = new[: config.final_new_candidates]
     size = min(len(union), config.final_pool_size)
     pool = list(dict.fromkeys([*admitted, *members, *earlier]))[:size]

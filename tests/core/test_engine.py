@@ -373,3 +373,23 @@ def test_expansion_stops_when_seeds_hold_only_question_words(tmp_path: Path) -> 
     result = SAG2Engine(index, judge).retrieve("Does radium glow? glows")
     assert len(judge.requests) == 1
     assert result.stop_reason == "no expansion term for round 1"
+
+
+def test_the_final_pool_fills_with_tied_history_by_what_units_are_not_their_ids() -> None:
+    """Earlier candidates tied on score enter the final pool in ranking order (document id),
+    so which of them fit does not depend on the order the index's writes gave ids."""
+    from sag2_retrievers.config import SAG2Config
+    from sag2_retrievers.documents import Unit
+    from sag2_retrievers.engine.state import Retrieval, final_plan
+
+    def pool_documents(ids_by_doc: dict[str, int]) -> list[str]:
+        retrieval = Retrieval("q", frozenset(), [], None)
+        for doc, unit_id in ids_by_doc.items():
+            retrieval.units[unit_id] = Unit(unit_id, doc, "", "", "text", 0, 4)
+            retrieval.scores[unit_id] = 0.5
+        retrieval.protected = [10, 11, 12]  # unscored: a union of 3, so the pool holds 2
+        pool = final_plan(retrieval, [], SAG2Config(final_pool_size=2)).pool
+        return [retrieval.units[u].doc_id for u in pool]
+
+    assert pool_documents({"a": 1, "b": 2, "c": 3}) == ["a", "b"]
+    assert pool_documents({"a": 3, "b": 2, "c": 1}) == ["a", "b"]
