@@ -50,6 +50,7 @@ from .errors import InvalidInputError, JudgeConfigurationError, SAG2Error
 from .file_titles import file_kind, first_heading, name_title
 from .judges.base import Candidate, Judge
 from .judges.factory import make_judge
+from .markdown import find_headings, unit_heading
 from .settings import IndexSettings
 
 PATH_KEYS = ("file_path", "source")
@@ -151,16 +152,27 @@ def stored_unchanged(index: DocumentIndex, documents: Sequence[Document]) -> lis
 
 def is_stored_unchanged(index: DocumentIndex, document: Document) -> bool:
     """Whether the index holds this document already with the same text, title and metadata
-    (volatile metadata aside). A document with a heading path is always rewritten: the
-    stored document does not keep it to compare."""
+    (volatile metadata aside) and, for a document with a heading path, units that carry the
+    headings that path gives them (the stored document does not keep the path itself)."""
     stored = index.document(document.id)
-    if stored is None or document.heading:
+    if stored is None or (stored.text, stored.title) != (document.text, document.title):
         return False
-    if (stored.text, stored.title) != (document.text, document.title):
+    if document.heading and not _same_unit_headings(index, document):
         return False
     if stored.metadata_json == document.metadata_json:
         return True
     return _lasting(stored.metadata) == _lasting(document.metadata)
+
+
+def _same_unit_headings(index: DocumentIndex, document: Document) -> bool:
+    """Whether every stored unit of the document has the heading path ingest would give it
+    now (its outer heading path, then the markdown headings around and inside its span)."""
+    units = index.document_units([document.id]).values()
+    headings = find_headings(document.text)
+    return bool(units) and all(
+        unit.heading == unit_heading(document.heading, headings, unit.char_start, unit.char_end)
+        for unit in units
+    )
 
 
 def _lasting(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from sag2_retrievers.adapter_kit import (
 from sag2_retrievers.errors import IndexSettingsMismatchError
 from sag2_retrievers.judges.fakes import OverlapJudge
 from sag2_retrievers.markdown import find_headings, first_h1, unit_heading
+from sag2_retrievers.settings import IndexSettings
 
 MANUAL = """# Pump manual
 
@@ -318,3 +319,16 @@ def test_write_changed_skips_documents_stored_unchanged_even_if_read_again_later
         again = write_changed(index, [Document("a", "Alpha text.", "A", tuesday)])
         edited = write_changed(index, [Document("a", "Alpha text, edited.", "A", tuesday)])
     assert [d.id for d in first] == ["a"] and again == [] and [d.id for d in edited] == ["a"]
+
+
+def test_a_document_with_a_heading_path_is_rewritten_only_when_its_headings_change(
+    tmp_path: Path,
+) -> None:
+    """Splitters' sections carry a heading path the stored document does not keep: the
+    stored units' headings tell whether it changed."""
+    text = "Run pip install.\n\n## Details\n\nThen call retrieve."
+    with SQLiteIndex(tmp_path / "i.sqlite", IndexSettings(chunk_chars=20)) as index:
+        first = write_changed(index, [Document("s", text, "Guide", heading="Guide > Setup")])
+        again = write_changed(index, [Document("s", text, "Guide", heading="Guide > Setup")])
+        moved = write_changed(index, [Document("s", text, "Guide", heading="Guide > Install")])
+    assert [d.id for d in first] == ["s"] and again == [] and [d.id for d in moved] == ["s"]
