@@ -1,8 +1,9 @@
 """A folder as a corpus: which files are read, as what, and a tally of every file skipped.
 
-Inside a folder only .json/.jsonl/.ndjson files are corpora (a .json file that is not one is
-read as text, with a note); every other file that is not binary is one text document (a README
-starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files decompressed when asked."""
+Inside a folder only .json/.jsonl/.ndjson files (compressed or not) are corpora (a .json file
+that is not one is read as text, with a note); every other file that is not binary is one text
+document (a README starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files
+decompressed when asked."""
 
 from __future__ import annotations
 
