@@ -1,8 +1,9 @@
 """A folder as a corpus: which files are read, as what, and a tally of every file skipped.
 
-Inside a folder only .json/.jsonl/.ndjson files are corpora (a .json file that is not one is
-read as text, with a note); every other file that is not binary is one text document (a README
-starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files decompressed when asked."""
+Inside a folder only .json/.jsonl/.ndjson files (compressed or not) are corpora (a .json file
+that is not one is read as text, with a note); every other file that is not binary is one text
+document (a README starting with "[" is text, not a JSON guess), and .gz/.bz2/.xz files
+decompressed when asked."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from .corpus_io import (
 )
 from .documents import Document
 from .errors import InvalidInputError
+from .file_titles import plain_name
 from .id_claims import IdClaims
 from .input_files import (
     DamagedFileError,
     NotRegularFileError,
+    TooLargeFileError,
     UndecodableFileError,
     is_compressed,
     looks_binary,
@@ -73,12 +76,14 @@ SKIP_REASONS = {
     "outside": "a symlink to a file outside the folder",
     "undecodable": "not UTF-8 text",
     "invalid": "not a valid corpus file",
+    "refused": "not storable as a document",
+    "too_large": "too large",
     "special": "not a regular file",
     "unopenable": "could not be read",
     "damaged": "a damaged compressed file",
 }
 # Reasons the command fails for (after every other file is indexed) unless told to skip.
-UNREADABLE = ("undecodable", "invalid", "unopenable", "damaged")
+UNREADABLE = ("undecodable", "invalid", "refused", "too_large", "unopenable", "damaged")
 
 
 @dataclass
@@ -183,9 +188,9 @@ class FolderCorpus:
                     reason = yield from self._read(relative, path, tally, claims)
             except NotRegularFileError:  # replaced by a FIFO or a device since the walk
                 reason = "special"
-            except DamagedFileError as error:
+            except InvalidInputError as error:  # damaged, too large, not a corpus or a document
                 tally.problems[relative] = _relative_message(error, path, relative)
-                reason = "damaged"
+                reason = _unreadable_reason(error, _is_corpus(path))
             except OSError as error:  # permission denied, removed meanwhile, an I/O error
                 tally.problems[relative] = f"{relative!r}: {error.strerror or error}"
                 reason = "unopenable"
@@ -204,6 +209,8 @@ class FolderCorpus:
                 return "special"
             if not within(target, self.folder):
                 return "outside"
+            if any(part.startswith(".") for part in target.relative_to(self.folder).parts):
+                return "hidden"  # config.txt -> .env is as hidden as .env
         if not path.is_file():
             return "special"  # a socket, a fifo or a dangling link: nothing to read
         if self.globs and not any(PurePosixPath(relative).match(g) for g in self.globs):
@@ -217,9 +224,9 @@ class FolderCorpus:
     def _read(
         self, relative: str, path: Path, tally: FolderTally, claims: IdClaims
     ) -> Generator[Document, None, str | None]:
-        """Yield a file's documents; return why it was skipped (blank, undecodable, invalid),
-        keeping the error's sentence in ``tally.problems``."""
-        if path.suffix.lower() in CORPUS_SUFFIXES:
+        """Yield a file's documents; return why it was skipped (blank, undecodable); a file
+        refused otherwise raises, for ``documents`` to tally."""
+        if _is_corpus(path):
             try:
                 yield from claims.kept(read_corpus(path, self.fallback), relative)
                 return None
@@ -227,9 +234,6 @@ class FolderCorpus:
                 tally.notes.append(
                     f"{_relative_message(error, path, relative)}; read as one text document"
                 )
-            except InvalidInputError as error:
-                tally.problems[relative] = _relative_message(error, path, relative)
-                return "undecodable" if isinstance(error, UndecodableFileError) else "invalid"
         try:
             document = text_document(path, self.folder, relative, self.fallback)
         except BlankFileError:
@@ -238,6 +242,22 @@ class FolderCorpus:
             return "undecodable"
         yield from claims.kept([document], relative)
         return None
+
+
+def _is_corpus(path: Path) -> bool:
+    """Whether a file of the folder is read as a corpus: by its suffix once decompressed."""
+    return Path(plain_name(path.name)).suffix.lower() in CORPUS_SUFFIXES
+
+
+def _unreadable_reason(error: InvalidInputError, corpus: bool) -> str:
+    """The tally's reason for a file refused while it was read."""
+    if isinstance(error, DamagedFileError):
+        return "damaged"
+    if isinstance(error, TooLargeFileError):
+        return "too_large"
+    if isinstance(error, UndecodableFileError):
+        return "undecodable"
+    return "invalid" if corpus else "refused"
 
 
 def _relative_message(error: InvalidInputError, path: Path, relative: str) -> str:

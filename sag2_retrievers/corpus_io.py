@@ -12,12 +12,21 @@ from typing import Any
 
 from .adapter_kit import document_title, stored_unchanged
 from .backends.base import DocumentIndex
-from .documents import Document
+from .documents import MAX_TEXT_CHARS, MAX_TITLE_CHARS, Document
 from .errors import InvalidInputError
 from .eval.datasets import Passage
-from .file_titles import file_kind
+from .file_titles import file_kind, plain_name
 from .html_text import html_text
-from .input_files import open_regular, parse_json, printable_path, read_text, text_lines
+from .input_files import (
+    MAX_FILE_BYTES,
+    TooLargeFileError,
+    open_content,
+    parse_json,
+    printable_path,
+    read_content,
+    read_text,
+    text_lines,
+)
 
 JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 TEXT_SUFFIXES = frozenset({".txt", ".text", ".md", ".markdown", ".rst"})
@@ -77,22 +86,26 @@ def read_corpus(path: str | os.PathLike[str], fallback: str | None = None) -> It
 
 def record_total(path: str | os.PathLike[str]) -> int | None:
     """How many records a corpus file holds, when that is cheap to know before reading it
-    (a JSONL file's non-blank lines, counted in bounded memory): the progress bar's total,
-    so it can show an ETA. None for other kinds."""
+    (a JSONL file's non-blank lines, counted in bounded memory, decompressed if need be): the
+    progress bar's total, so it can show an ETA. None for other kinds."""
     corpus = Path(path)
     if not corpus.is_file() or corpus_kind(corpus) != "jsonl":
         return None
-    with open_regular(corpus) as lines:
-        return sum(1 for line in lines if line.strip())
+    count = 0
+    with open_content(corpus) as stream:
+        # Pieces of a line past the bound count apart; the read refuses that line anyway.
+        while line := stream.readline(MAX_FILE_BYTES + 1):
+            count += bool(line.strip())
+    return count
 
 
 def corpus_kind(path: Path) -> str:
-    """How a file is read: "json", "jsonl" or "text", by its suffix, else by its first line."""
-    suffix = path.suffix.lower()
+    """How a file is read: "json", "jsonl" or "text", by its suffix once decompressed
+    (``corpus.jsonl.gz`` is JSONL), else by its first line."""
+    suffix = Path(plain_name(path.name)).suffix.lower()
     if suffix in CORPUS_SUFFIXES:
         return "jsonl" if suffix in JSONL_SUFFIXES else "json"
-    with open_regular(path) as handle:
-        head = handle.read(MAX_SNIFF_BYTES)
+    head = read_content(path, MAX_SNIFF_BYTES)
     start = head.decode("utf-8", "replace").lstrip("\ufeff \t\r\n").split("\n", 1)[0]
     try:
         if isinstance(json.loads(start), dict):
@@ -122,8 +135,14 @@ def text_document(path: Path, folder: Path, relative: str, fallback: str | None 
         title, text = html_text(text)
     if not text.strip():
         raise BlankFileError(f"{relative}: the file has no text")
+    if len(text) > MAX_TEXT_CHARS:
+        raise TooLargeFileError(
+            f"{path}: too large: {len(text):,} characters, limit {MAX_TEXT_CHARS:,} for one "
+            "document; split it"
+        )
     # A page's <title> was read with its text; what is left of it is not markup to parse again.
-    title = title or document_title("" if html else text, metadata, None)
+    # An unclosed <title> holds the whole page: cut like every other title.
+    title = title[:MAX_TITLE_CHARS] or document_title("" if html else text, metadata, None)
     return Document(relative, text, title, metadata)
 
 

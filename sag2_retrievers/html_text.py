@@ -1,5 +1,6 @@
 """HTML as the text a reader sees, by the standard library's HTML parser (no regexes): tags
-dropped, scripts and styles left out, block elements on lines of their own, the <title> kept."""
+dropped, scripts and styles left out, block elements on lines of their own, the page's <title>
+kept (its first one outside inline SVG and MathML, whose <title> names an icon or a formula)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from html.parser import HTMLParser
 
 # Elements whose content is not text a reader sees.
 HIDDEN_ELEMENTS = frozenset({"script", "style", "template", "noscript", "svg"})
+# Elements of another vocabulary embedded in a page: a <title> inside is not the page's.
+FOREIGN_ELEMENTS = frozenset({"svg", "math"})
 # Elements that start a new line in a browser.
 BLOCK_ELEMENTS = frozenset(
     {
@@ -25,7 +28,9 @@ class _Reader(HTMLParser):
         self.lines: list[str] = [""]
         self.title = ""
         self.hidden = 0
+        self.foreign = 0
         self.in_title = False
+        self.title_closed = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         """Enter an element: a block starts a line, a hidden one hides what follows."""
@@ -42,7 +47,10 @@ class _Reader(HTMLParser):
 
     def _element(self, tag: str, step: int) -> None:
         """Track the title and hidden elements; a block boundary starts a new line."""
-        if tag == "title":
+        if tag in FOREIGN_ELEMENTS:
+            self.foreign = max(0, self.foreign + step)
+        if tag == "title" and not self.foreign:
+            self.title_closed = self.title_closed or (self.in_title and step < 0)
             self.in_title = step > 0
         elif tag in HIDDEN_ELEMENTS:
             self.hidden = max(0, self.hidden + step)
@@ -50,9 +58,11 @@ class _Reader(HTMLParser):
             self.lines.append("")
 
     def handle_data(self, data: str) -> None:
-        """Text: the title's goes to the title, visible text to the current line."""
+        """Text: the first title's goes to the title (a browser shows no later one), visible
+        text to the current line."""
         if self.in_title:
-            self.title += data
+            if not self.title_closed:
+                self.title += data
         elif not self.hidden:
             self.lines[-1] += data
 

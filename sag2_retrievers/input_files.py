@@ -13,6 +13,7 @@ import lzma
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,6 +26,8 @@ SNIFF_BYTES = 8192
 # Compressed text files are read through their decompressor, and MAX_FILE_BYTES bounds the
 # decompressed bytes: a small bomb stops at the bound instead of filling memory.
 COMPRESSED_SUFFIXES = frozenset({".gz", ".bz2", ".xz"})
+# A file's content as read: the file itself, or the stream of its decompressor.
+Content = io.BufferedReader | gzip.GzipFile | bz2.BZ2File | lzma.LZMAFile
 # Longest first: the UTF-32 little-endian mark begins with the UTF-16 one.
 _BYTE_ORDER_MARKS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -78,6 +81,10 @@ class DamagedFileError(InvalidInputError):
     """A .gz, .bz2 or .xz file whose content its decompressor cannot read."""
 
 
+class TooLargeFileError(InvalidInputError):
+    """A file read whole, or one line of a file read line by line, is above the size bound."""
+
+
 def is_compressed(path: Path) -> bool:
     """Whether a file is read through a decompressor (by its suffix)."""
     return path.suffix.lower() in COMPRESSED_SUFFIXES
@@ -89,22 +96,35 @@ def read_bounded(path: Path) -> bytes:
     meanwhile nor a compressed one that expands without end is read past it."""
     raw = read_content(path, MAX_FILE_BYTES + 1)
     if len(raw) > MAX_FILE_BYTES:
-        expanded = " once decompressed" if is_compressed(path) else ""
-        raise InvalidInputError(
-            f"{path}: above the limit of {MAX_FILE_BYTES:,} bytes for a file read whole"
-            f"{expanded}; split it, or write the corpus as JSONL (read line by line)"
+        size = (
+            f"over {MAX_FILE_BYTES:,} bytes once decompressed"
+            if is_compressed(path)
+            else f"{max(path.stat().st_size, len(raw)):,} bytes"
+        )
+        raise TooLargeFileError(
+            f"{path}: too large: {size}, limit {MAX_FILE_BYTES:,} bytes for a file read whole; "
+            "split it, or write the corpus as JSONL (read line by line)"
         )
     return raw
 
 
 def read_content(path: Path, size: int) -> bytes:
     """Up to ``size`` bytes of a file's content, through its decompressor when compressed."""
+    with open_content(path) as stream:
+        return stream.read(size)
+
+
+@contextmanager
+def open_content(path: Path) -> Iterator[Content]:
+    """A regular file's content as a stream, through its decompressor when compressed; the
+    decompressor's failure, whenever the stream is read, is a DamagedFileError naming it."""
     with open_regular(path) as handle:
         if not is_compressed(path):
-            return handle.read(size)
+            yield handle
+            return
         try:
             with _decompressing(handle, path.suffix.lower()) as stream:
-                return stream.read(size)
+                yield stream
         except (OSError, EOFError, lzma.LZMAError) as error:
             raise DamagedFileError(
                 f"{path}: not a readable {path.suffix} file ({error}); it may be truncated"
@@ -140,7 +160,7 @@ def decoded(raw: bytes, where: str, fallback: str | None = None) -> str:
 def text_lines(path: Path, fallback: str | None = None) -> Iterator[tuple[int, str]]:
     """Number and text of each line, each at most MAX_FILE_BYTES long; UTF-16/32 files (with a
     byte-order mark) are decoded as a stream, others line by line."""
-    with open_regular(path) as handle:
+    with open_content(path) as handle:
         marked = next(
             (name for mark, name in _BYTE_ORDER_MARKS if handle.peek(4).startswith(mark)), None
         )
@@ -151,13 +171,13 @@ def text_lines(path: Path, fallback: str | None = None) -> Iterator[tuple[int, s
             yield number, decoded(raw, f"{path}: line {number}", fallback).removeprefix("\ufeff")
 
 
-def _bounded_lines(handle: io.BufferedReader, path: Path) -> Iterator[bytes]:
+def _bounded_lines(handle: Content, path: Path) -> Iterator[bytes]:
     """Raw lines, refusing one longer than MAX_FILE_BYTES before holding more of it."""
     number = 0
     while raw := handle.readline(MAX_FILE_BYTES + 1):
         number += 1
         if len(raw) > MAX_FILE_BYTES:
-            raise InvalidInputError(
+            raise TooLargeFileError(
                 f"{path}: line {number} is longer than {MAX_FILE_BYTES:,} bytes; split the record"
             )
         yield raw
@@ -170,7 +190,7 @@ def _stream_lines(stream: io.TextIOWrapper, path: Path) -> Iterator[tuple[int, s
         while line := stream.readline(MAX_FILE_BYTES + 1):
             number += 1
             if len(line) > MAX_FILE_BYTES:
-                raise InvalidInputError(f"{path}: line {number} is too long; split the record")
+                raise TooLargeFileError(f"{path}: line {number} is too long; split the record")
             yield number, line
     except UnicodeDecodeError as error:
         raise UndecodableFileError(
@@ -198,7 +218,7 @@ def read_json(path: Path, hint: str = "check the file") -> Any:
     return parse_json(read_text(path), str(path), hint)
 
 
-def _decompressing(handle: IO[bytes], suffix: str) -> io.BufferedIOBase:
+def _decompressing(handle: IO[bytes], suffix: str) -> Content:
     """A stream of the decompressed bytes of an open .gz, .bz2 or .xz file."""
     if suffix == ".gz":
         return gzip.GzipFile(fileobj=handle)

@@ -99,8 +99,8 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
     command.add_argument(
         "--skip-unreadable",
         action="store_true",
-        help="in a folder, skip files that cannot be read (not UTF-8, not a valid .json/.jsonl "
-        "corpus) with a warning instead of failing after the others are indexed",
+        help="in a folder, skip files that cannot be read (not UTF-8, too large, not a valid "
+        ".json/.jsonl corpus) with a warning instead of failing after the others are indexed",
     )
     command.add_argument(
         "--skip-duplicates",

@@ -267,7 +267,7 @@ def test_a_file_above_the_size_limit_is_refused_before_it_is_read(
     big.write_text(json.dumps([{"text": "x" * 2_000}]))
     monkeypatch.setattr(Path, "read_bytes", lambda self: pytest.fail("read the whole file"))
     code, _, err = run(["index", str(big), "--db", str(tmp_path / "b.sqlite")], capsys)
-    assert code == 1 and "above the limit of 1,000 bytes for a file read whole" in err
+    assert code == 1 and "too large: 2,014 bytes, limit 1,000 bytes for a file read whole" in err
 
 
 def test_a_jsonl_line_above_the_size_limit_is_refused(
@@ -378,3 +378,66 @@ def test_dangling_and_looping_symlinks_are_counted_not_read(
     code, out, err = run(["index", str(folder), "--db", str(tmp_path / "g.sqlite"), "-q"], capsys)
     assert code == 0, err
     assert "3 not a regular file" in out
+
+
+def test_a_symlink_to_a_hidden_file_or_into_a_hidden_folder_is_hidden(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: config.txt -> .env was indexed although hidden files are skipped."""
+    folder = tmp_path / "project"
+    (folder / ".private").mkdir(parents=True)
+    (folder / ".env").write_text("API_KEY=hunter2\n")
+    (folder / ".private" / "notes.md").write_text("# Private\n\nThe vault code is 1234.\n")
+    (folder / "pub.txt").write_text("Public notes.\n")
+    (folder / "config.txt").symlink_to(".env")
+    (folder / "notes.md").symlink_to(Path(".private") / "notes.md")
+    db = str(tmp_path / "h.sqlite")
+    code, out, err = run(["index", str(folder), "--db", db, "-q"], capsys)
+    assert code == 0 and err == ""
+    assert "1 files read, 4 skipped (4 hidden)" in out
+    with SQLiteIndex(db, create=False) as index:
+        assert index.document("config.txt") is None and index.document("notes.md") is None
+        assert index.search("hunter2") == [] and index.search("vault code") == []
+
+
+def test_a_file_above_the_size_limit_in_a_folder_is_listed_and_the_walk_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: one large log stopped the walk; now it is an unreadable file like others."""
+    monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 1_000)
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Alpha\n\nSmall notes.\n")
+    (folder / "big.log").write_text("x" * 5_000)
+    (folder / "big.json").write_text(json.dumps([{"text": "x" * 2_000}]))
+    (folder / "z.md").write_text("# Zeta\n\nMore notes.\n")
+    db = str(tmp_path / "l.sqlite")
+    code, out, err = run(["index", str(folder), "--db", db, "-q"], capsys)
+    assert code == 1
+    assert "skipped 'big.log': too large: 5,000 bytes, limit 1,000" in err
+    assert "skipped 'big.json': too large: 2," in err and str(folder) not in err
+    code, out, err = run(["index", str(folder), "--db", db, "-q", "--skip-unreadable"], capsys)
+    assert code == 0 and "2 files read, 2 skipped (2 too large)" in out
+    with SQLiteIndex(db, create=False) as index:
+        assert index.document("a.md") is not None and index.document("z.md") is not None
+
+
+def test_a_text_file_a_document_cannot_hold_is_listed_and_the_walk_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NUL past the sniffed head, or more characters than a document holds, is one file's
+    problem, not the run's."""
+    from sag2_retrievers import corpus_io
+
+    monkeypatch.setattr(corpus_io, "MAX_TEXT_CHARS", 20_000)
+    folder = tmp_path / "dump"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Readable notes.\n")
+    (folder / "late_nul.txt").write_text("y" * (input_files.SNIFF_BYTES + 10) + "\x00tail\n")
+    (folder / "long.txt").write_text("word " * 5_000)
+    db = str(tmp_path / "t.sqlite")
+    code, out, err = run(["index", str(folder), "--db", db, "-q", "--skip-unreadable"], capsys)
+    assert code == 0, err
+    assert "skipped 'long.txt': too large: 25,000 characters, limit 20,000" in err
+    assert "'late_nul.txt'" in err and "NUL" in err
+    assert "1 files read, 2 skipped" in out

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
-from collections.abc import Iterator
+import lzma
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sag2_retrievers import Document, SQLiteIndex
-from sag2_retrievers.corpus_io import add_in_batches, read_corpus, record_total
+from sag2_retrievers import Document, SQLiteIndex, input_files
+from sag2_retrievers.corpus_io import add_in_batches, corpus_kind, read_corpus, record_total
 from sag2_retrievers.errors import InvalidInputError
 from sag2_retrievers.eval import Passage
 
@@ -176,3 +179,61 @@ def test_unchanged_documents_are_skipped_after_one_look_up_per_batch(tmp_path: P
         report = add_in_batches(index, edited, batch_size=2, skip_unchanged=True)
         assert (report.unchanged, index.document_count()) == (4, 6)
         assert index.document("d4").text == "changed"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("suffix", "compress"), [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress)]
+)
+def test_a_compressed_jsonl_corpus_is_read_record_by_record(
+    suffix: str, compress: Callable[[bytes], bytes], tmp_path: Path
+) -> None:
+    """Regression: corpus.jsonl.gz was one text document holding the JSON lines."""
+    path = tmp_path / f"corpus.jsonl{suffix}"
+    lines = [json.dumps({"id": f"d{n}", "text": f"Fact {n}."}) for n in range(3)]
+    path.write_bytes(compress(("\n".join(lines) + "\n\n").encode()))
+    assert corpus_kind(path) == "jsonl"
+    assert [d.id for d in read_corpus(path)] == ["d0", "d1", "d2"]
+    assert record_total(path) == 3
+
+
+def test_a_compressed_json_corpus_is_read_whole_through_the_bounded_decompressor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "corpus.json.gz"
+    path.write_bytes(gzip.compress(json.dumps({"Tiber": ["A river."]}).encode()))
+    assert [d.title for d in read_corpus(path)] == ["Tiber"]
+    monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 10)
+    with pytest.raises(InvalidInputError, match="too large: over 10 bytes once decompressed"):
+        list(read_corpus(path))
+
+
+def test_a_compressed_jsonl_corpus_is_streamed_and_its_errors_name_the_line(
+    tmp_path: Path,
+) -> None:
+    """Records before a bad line are read before the error: the file is not held whole."""
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"id": "a", "text": "Fine."}\n{not json\n'))
+    documents = read_corpus(path)
+    assert next(iter(documents)).id == "a"
+    with pytest.raises(InvalidInputError, match=r"c\.jsonl\.gz: line 2: not valid JSON"):
+        next(iter(documents))
+
+
+def test_a_utf16_compressed_jsonl_corpus_is_decoded_as_a_stream(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(gzip.compress('{"id": "é", "text": "Café."}\n'.encode("utf-16")))
+    assert [(d.id, d.text) for d in read_corpus(path)] == [("é", "Café.")]
+
+
+def test_a_damaged_compressed_jsonl_corpus_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "c.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"text": "Fine."}\n' * 50)[:-20])
+    with pytest.raises(InvalidInputError, match=r"c\.jsonl\.gz: not a readable \.gz file"):
+        list(read_corpus(path))
+
+
+def test_a_compressed_file_of_unknown_kind_is_sniffed_decompressed(tmp_path: Path) -> None:
+    path = tmp_path / "records.gz"
+    path.write_bytes(gzip.compress(b'{"text": "One."}\n{"text": "Two."}\n'))
+    assert corpus_kind(path) == "jsonl"
+    assert [d.text for d in read_corpus(path)] == ["One.", "Two."]

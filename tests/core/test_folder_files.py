@@ -17,7 +17,7 @@ import pytest
 from sag2_retrievers import SQLiteIndex, input_files
 from sag2_retrievers.cli import index as index_command
 from sag2_retrievers.cli import main
-from sag2_retrievers.documents import Document
+from sag2_retrievers.documents import MAX_TITLE_CHARS, Document
 from sag2_retrievers.file_titles import name_title, rst_title
 from sag2_retrievers.html_text import html_text
 
@@ -156,7 +156,7 @@ def test_a_gz_expanding_past_the_bound_is_refused(
     monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 1000)
     bomb = tmp_path / "bomb.txt.gz"
     bomb.write_bytes(gzip.compress(b"a" * 100_000))
-    with pytest.raises(input_files.InvalidInputError, match=r"1,000 bytes .* once decompressed"):
+    with pytest.raises(input_files.TooLargeFileError, match=r"over 1,000 bytes once decompressed"):
         input_files.read_bounded(bomb)
 
 
@@ -213,3 +213,96 @@ def test_an_interrupted_folder_ingest_says_how_many_documents_are_saved(
     assert code == 130
     assert f"interrupted: {db} holds 3 documents" in err
     assert "run the same command again" in err
+
+
+@pytest.fixture
+def with_bomb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder of two notes and a .gz expanding past the bound (shrunk to 1,000 bytes)."""
+    monkeypatch.setattr(input_files, "MAX_FILE_BYTES", 1000)
+    folder = tmp_path / "logs"
+    (folder / "old").mkdir(parents=True)
+    (folder / "a.md").write_text("# Alpha\n\nSmall notes.\n")
+    (folder / "old" / "big.log.gz").write_bytes(gzip.compress(b"x" * 100_000))
+    (folder / "z.md").write_text("# Zeta\n\nMore notes.\n")
+    return folder
+
+
+def test_a_gz_expanding_past_the_bound_is_skipped_and_the_walk_goes_on(
+    with_bomb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: one over-large file aborted the whole ingest, even with --skip-unreadable."""
+    db = tmp_path / "d.sqlite"
+    options = ["-q", "--read-compressed", "--skip-unreadable"]
+    code, out, err = run(["index", str(with_bomb), "--db", str(db), *options], capsys)
+    assert code == 0, err
+    assert "2 files read, 1 skipped (1 too large)" in out
+    assert "skipped 'old/big.log.gz': too large: over 1,000 bytes once decompressed" in err
+    assert str(with_bomb) not in err
+    with SQLiteIndex(db, create=False) as index:
+        assert index.document("z.md") is not None
+
+
+def test_without_skip_unreadable_a_file_too_large_fails_after_the_others_are_indexed(
+    with_bomb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "d.sqlite"
+    code, _, err = run(
+        ["index", str(with_bomb), "--db", str(db), "-q", "--read-compressed"], capsys
+    )
+    assert code == 1
+    assert "'old/big.log.gz': too large" in err and "--skip-unreadable" in err
+    with SQLiteIndex(db, create=False) as index:
+        assert index.document("a.md") is not None and index.document("z.md") is not None
+
+
+def test_a_page_title_longer_than_a_title_may_be_is_cut_to_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a long (or unclosed) <title> was refused as a title and aborted the run."""
+    folder = tmp_path / "site"
+    folder.mkdir()
+    long_title = "Very long title " * 300
+    (folder / "long.html").write_text(f"<title>{long_title}</title><p>Body text.</p>")
+    (folder / "open.html").write_text(f"<p>Body text.</p><title>{long_title}")
+    (folder / "b.md").write_text("# Bee\n\nNotes.\n")
+    db = tmp_path / "d.sqlite"
+    code, _, err = run(["index", str(folder), "--db", str(db), "-q"], capsys)
+    assert code == 0, err
+    cut = long_title[:MAX_TITLE_CHARS]
+    assert titles(db, ["long.html", "open.html"]) == {"long.html": cut, "open.html": cut}
+
+
+def test_the_page_title_is_its_first_title_outside_svg_and_math() -> None:
+    """Regression: an inline icon's <title> was appended to the page's title."""
+    page = (
+        "<head><title>Install guide</title></head><body><p>Steps.</p>"
+        "<svg><title>GitHub</title><path/></svg><math><title>x</title></math>"
+        "<title>Second</title></body>"
+    )
+    title, text = html_text(page)
+    assert title == "Install guide"
+    assert "GitHub" not in text and "Second" not in text
+
+
+def test_a_page_without_its_own_title_does_not_take_an_icons() -> None:
+    title, text = html_text("<body><svg><title>GitHub</title></svg><p>Steps.</p></body>")
+    assert (title, text) == ("", "Steps.")
+
+
+def test_a_compressed_corpus_in_a_folder_is_read_as_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: corpus.jsonl.gz was indexed as one text document of JSON lines."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    lines = [json.dumps({"id": f"d{n}", "title": f"T{n}", "text": f"Fact {n}."}) for n in (0, 1)]
+    (folder / "corpus.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    (folder / "list.json.xz").write_bytes(lzma.compress(json.dumps([{"text": "Listed."}]).encode()))
+    db = tmp_path / "d.sqlite"
+    code, _, err = run(["index", str(folder), "--db", str(db), "-q", "--read-compressed"], capsys)
+    assert code == 0, err
+    with SQLiteIndex(db, create=False) as index:
+        assert index.document_count() == 3
+        assert index.document("corpus.jsonl.gz") is None
+        record = index.document("d1")
+    assert record is not None and record.text == "Fact 1."
