@@ -26,11 +26,14 @@ class LoopThread:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
     def stop(self) -> None:
-        """Stop and close the loop (a no-op when already stopped)."""
+        """Join the loop's worker threads, then stop and close the loop (a no-op when already
+        stopped). Joined, the workers' index connections are finished threads' connections,
+        which closing the index closes at once (SQLite then checkpoints its WAL)."""
         if self.loop.is_closed():
             return
         if threading.current_thread() is self.thread:
             raise RuntimeError("cannot stop the engine's loop from inside it")
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_default_executor(), self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()

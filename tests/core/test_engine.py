@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import warnings
 import zlib
@@ -393,3 +394,24 @@ def test_the_final_pool_fills_with_tied_history_by_what_units_are_not_their_ids(
 
     assert pool_documents({"a": 1, "b": 2, "c": 3}) == ["a", "b"]
     assert pool_documents({"a": 3, "b": 2, "c": 1}) == ["a", "b"]
+
+
+def test_closing_engine_then_index_closes_every_connection_without_garbage_collection(
+    tmp_path: Path,
+) -> None:
+    """The engine joins its worker threads on close, so closing the index afterwards closes
+    their connections at once and SQLite checkpoints the WAL into the file (before, the
+    workers' connections stayed open until garbage collection)."""
+    path = tmp_path / "i.sqlite"
+    gc.disable()
+    try:
+        index = SQLiteIndex(path)
+        index.add_documents([Document("a", "Gustave Eiffel was born in Dijon.", "Eiffel")])
+        engine = SAG2Engine(index, OverlapJudge())
+        assert engine.retrieve("Where was Eiffel born?").hits
+        engine.close()
+        index.close()
+        wal = path.with_name(path.name + "-wal")
+        assert not wal.exists() or wal.stat().st_size == 0
+    finally:
+        gc.enable()
