@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as WaitTimeout  # not the builtin before 3.11
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..analysis import Profile, body_tokens, tokenize
 from ..documents import Document, chunk_spans, validated_batch
@@ -30,12 +30,12 @@ ANALYSIS_MIN_CHARS_PER_SECOND = 5_000
 StatisticsT = TypeVar("StatisticsT")
 
 
-@dataclass(frozen=True)
-class PreparedUnit:
+class PreparedUnit(NamedTuple):
     """One unit ready to write: offsets, heading path and FTS token streams.
 
     Expansion units are not among them: they are derived from the unit's text when needed
-    (`base.sentence_expansion_units`), so the index does not store them.
+    (`base.sentence_expansion_units`), so the index does not store them. A tuple, so a batch
+    crosses from a worker as plain tuples (`PreparedBatch.__reduce__`).
     """
 
     char_start: int
@@ -63,6 +63,20 @@ class PreparedBatch(Generic[StatisticsT]):
 
     documents: list[PreparedDocument]
     statistics: StatisticsT
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as plain tuples of unit fields, about a third of the cost of pickling
+        an object per unit and per document on each side of a worker's pipe."""
+        units = [tuple(map(tuple, document.units)) for document in self.documents]
+        return _rebuilt_batch, (units, self.statistics)
+
+
+def _rebuilt_batch(
+    units: list[tuple[tuple[Any, ...], ...]], statistics: StatisticsT
+) -> PreparedBatch[StatisticsT]:
+    """A `PreparedBatch` from its pickled form (`PreparedBatch.__reduce__`)."""
+    documents = [PreparedDocument(tuple(map(PreparedUnit._make, rows))) for rows in units]
+    return PreparedBatch(documents, statistics)
 
 
 class UnitStatistics(Protocol[StatisticsT]):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 import threading
 from collections import Counter
@@ -9,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 from sag2_retrievers import IndexSettings, SearchHit, SQLiteIndex
 from sag2_retrievers.analysis import analyze_body, tokenize
 from sag2_retrievers.backends import ingest
+from sag2_retrievers.backends.sqlite.postings import PostingsCounter
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexSettingsMismatchError,
@@ -197,6 +200,23 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         parallel.add_documents(corpus, parallel=True)
         assert parallel.expansion_units(stored_unit_ids(parallel)) == expected
         assert parallel.units(stored_unit_ids(parallel)) == expected_units
+
+
+def test_a_prepared_batch_crosses_from_a_worker_unchanged(
+    tiny_corpus: tuple[Document, ...],
+) -> None:
+    """Workers send a batch as plain tuples and 32-bit columns; what arrives is the same."""
+    corpus = [*tiny_corpus, Document("long", LONG_TEXT)]
+    sent = ingest.start_preparing(corpus, IndexSettings(chunk_chars=200), PostingsCounter(), None)()
+    arrived = pickle.loads(pickle.dumps(sent))
+    assert arrived.documents == sent.documents
+    assert all(type(unit) is ingest.PreparedUnit for doc in arrived.documents for unit in doc.units)
+    postings, expected = arrived.statistics.postings, sent.statistics.postings
+    assert postings.terms == expected.terms
+    for column in ("buckets", "term_ids", "positions", "freqs", "lengths"):
+        assert getattr(postings, column).dtype == np.int64
+        assert np.array_equal(getattr(postings, column), getattr(expected, column))
+    assert np.array_equal(arrived.statistics.body_df, sent.statistics.body_df)
 
 
 # -- files and settings ----------------------------------------------------------------------
