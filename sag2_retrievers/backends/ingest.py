@@ -79,6 +79,10 @@ def _rebuilt_batch(
     return PreparedBatch(documents, statistics)
 
 
+# A unit's title, heading and body tokens: what its statistics are counted from.
+UnitTokens = tuple[Sequence[str], Sequence[str], Sequence[str]]
+
+
 class UnitStatistics(Protocol[StatisticsT]):
     """How a backend derives the statistics it stores from a run of analysed units.
 
@@ -86,8 +90,9 @@ class UnitStatistics(Protocol[StatisticsT]):
     an instance is sent to them, so its class must be importable (a module-level class).
     """
 
-    def derive(self, units: Sequence[PreparedUnit]) -> StatisticsT:
-        """The statistics of consecutive units."""
+    def derive(self, units: Sequence[UnitTokens]) -> StatisticsT:
+        """The statistics of consecutive units, from their token lists (the analysis's
+        own, so the token texts are not split again)."""
         ...
 
     def merge(self, parts: Sequence[StatisticsT]) -> StatisticsT:
@@ -239,9 +244,12 @@ def _prepare_many(
 ) -> PreparedBatch[StatisticsT]:
     """Prepare a slice of (title, heading, text) triples and derive the backend's statistics
     of its units (in a worker process, so the writer only merges them)."""
-    documents = [_prepare_one(*triple, chunk_chars, profile) for triple in texts]
-    units = [unit for document in documents for unit in document.units]
-    return PreparedBatch(documents, statistics.derive(units))
+    documents, tokens = [], []
+    for triple in texts:
+        document, unit_tokens = _prepare_one(*triple, chunk_chars, profile)
+        documents.append(document)
+        tokens.extend(unit_tokens)
+    return PreparedBatch(documents, statistics.derive(tokens))
 
 
 def worker_count() -> int:
@@ -318,24 +326,30 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 def _prepare_one(
     title: str, heading: str, text: str, chunk_chars: int, profile: Profile
-) -> PreparedDocument:
-    """Chunk one document's text and analyse each unit, giving it its markdown heading path."""
-    title_tokens = " ".join(tokenize(title, profile=profile))
+) -> tuple[PreparedDocument, list[UnitTokens]]:
+    """Chunk one document's text and analyse each unit, giving it its markdown heading path;
+    also each unit's token lists."""
+    title_list = tokenize(title, profile=profile)
+    title_tokens = " ".join(title_list)
     headings = find_headings(text)
-    units = []
+    units: list[PreparedUnit] = []
+    tokens: list[UnitTokens] = []
     for span in chunk_spans(text, chunk_chars):
         path = unit_heading(heading, headings, span.start, span.end)
+        heading_list = tokenize(path, profile=profile)
+        body_list = body_tokens(text[span.start : span.end], profile)
         units.append(
             PreparedUnit(
                 span.start,
                 span.end,
                 path,
                 title_tokens,
-                heading_token_text(path, profile),
-                " ".join(body_tokens(text[span.start : span.end], profile)),
+                " ".join(heading_list),
+                " ".join(body_list),
             )
         )
-    return PreparedDocument(tuple(units))
+        tokens.append((title_list, heading_list, body_list))
+    return PreparedDocument(tuple(units)), tokens
 
 
 def heading_token_text(path: str, profile: Profile) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..._sqlite import json_list
-from ..ingest import PreparedUnit
+from ..ingest import UnitTokens
 from .fts import quote_term
 from .schema import BM25_SCORE
 
@@ -101,15 +101,14 @@ def _widened(terms: list[str], *columns: npt.NDArray[np.int32]) -> UnitPostings:
     return UnitPostings(terms, *(column.astype(np.int64) for column in columns))
 
 
-def count_postings(columns: Iterable[tuple[str, str, str]]) -> tuple[UnitPostings, Ints]:
-    """Postings of units given as (title, heading, body) token texts, in order, and the
+def count_postings(columns: Iterable[UnitTokens]) -> tuple[UnitPostings, Ints]:
+    """Postings of units given as (title, heading, body) token lists, in order, and the
     number of units holding each body token (body df, aligned with the vocabulary),
     counted in the same pass into flat integer arrays rather than per-token objects."""
     vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
     term_ids, positions, freqs = array("q"), array("q"), array("q")
     in_body, lengths = array("b"), array("q")
-    for position, (title, heading, body) in enumerate(columns):
-        fields = title.split(), heading.split(), body.split()
+    for position, fields in enumerate(columns):
         weighted = Counter(fields[2])
         body_terms = len(weighted)
         for token in (*fields[0], *fields[1]):
@@ -182,12 +181,9 @@ class PostingsCounter:
     """SQLite's ingest hook (`ingest.UnitStatistics`): postings and body df, counted in the
     analysis workers beside the analysis."""
 
-    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+    def derive(self, units: Sequence[UnitTokens]) -> BatchPostings:
         """The postings and body df of consecutive units."""
-        postings, body_df = count_postings(
-            (unit.title_tokens, unit.heading_tokens, unit.body_tokens) for unit in units
-        )
-        return BatchPostings(postings, body_df)
+        return BatchPostings(*count_postings(units))
 
     def merge(self, parts: Sequence[BatchPostings]) -> BatchPostings:
         """One batch's postings and body df from its consecutive slices (vocabulary mapped
