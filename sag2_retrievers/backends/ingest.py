@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -26,6 +27,10 @@ PARENT_CHECK_SECONDS = 1.0
 # second here) is taken to be stuck: no wait in ingest is unbounded.
 ANALYSIS_GRACE_SECONDS = 60.0
 ANALYSIS_MIN_CHARS_PER_SECOND = 5_000
+# Workers run this much nicer than the writer: the writer is the pipeline's one serial leg,
+# and with as many workers as cores it would get only a share of a core (100k build: 16.3 s
+# against 24.6 s, side by side; docs/benchmarks.md, issue 35 round two).
+WORKER_NICENESS = 5
 
 StatisticsT = TypeVar("StatisticsT")
 
@@ -296,8 +301,12 @@ class AnalysisPool(Executor):
 
 
 def start_worker() -> None:
-    """In a new worker: keep the collector off inherited objects, and watch the parent."""
+    """In a new worker: keep the collector off inherited objects, yield the CPU to the
+    writer, and watch the parent."""
     gc.freeze()
+    if hasattr(os, "nice"):  # POSIX
+        with contextlib.suppress(OSError):  # a sandbox may refuse: the worker runs as before
+            os.nice(WORKER_NICENESS)
     watch_parent()
 
 

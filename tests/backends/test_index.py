@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import sqlite3
 import threading
@@ -200,6 +201,17 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         parallel.add_documents(corpus, parallel=True)
         assert parallel.expansion_units(stored_unit_ids(parallel)) == expected
         assert parallel.units(stored_unit_ids(parallel)) == expected_units
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="POSIX priorities")
+def test_analysis_workers_yield_the_cpu_to_the_writer() -> None:
+    """The writer is the ingest's serial leg: its workers run at a lower priority."""
+    executor = ingest.new_executor()
+    try:
+        worker = executor.submit(os.nice, 0).result(timeout=30)
+    finally:
+        executor.shutdown()
+    assert worker == min(19, os.nice(0) + ingest.WORKER_NICENESS)
 
 
 def test_a_prepared_batch_crosses_from_a_worker_unchanged(
