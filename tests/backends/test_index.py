@@ -203,6 +203,22 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         assert parallel.units(stored_unit_ids(parallel)) == expected_units
 
 
+def test_an_ingest_enlarges_its_page_cache_and_gives_it_back(
+    empty_index: SQLiteIndex, tiny_corpus: tuple[Document, ...]
+) -> None:
+    def cache_size() -> int:
+        return int(empty_index._connection().execute("PRAGMA cache_size").fetchone()[0])
+
+    during: list[int] = []
+
+    def report(_: int) -> None:
+        during.append(cache_size())
+
+    empty_index.ingest([tiny_corpus], parallel=False, on_batch=report)
+    assert during == [-65536]
+    assert cache_size() == -2000
+
+
 @pytest.mark.skipif(not hasattr(os, "nice"), reason="POSIX priorities")
 def test_analysis_workers_yield_the_cpu_to_the_writer() -> None:
     """The writer is the ingest's serial leg: its workers run at a lower priority."""

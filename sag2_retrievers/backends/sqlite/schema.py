@@ -37,10 +37,11 @@ FTS_AUTOMERGE_SQL = "INSERT INTO units_fts(units_fts, rank) VALUES ('automerge',
 # are copied to the file once, and bulk ingests fsync a tenth as often.
 WAL_CHECKPOINT_SQL = "PRAGMA wal_autocheckpoint = 10000"
 PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
-# An ingest's connection caches up to 64 MiB of pages instead of 2 MiB: the documents' and
-# units' id indexes, written in random order, stay in memory (restored when it ends).
+# An ingest's connection caches up to 64 MiB of pages instead of SQLite's default 2 MiB: the
+# documents' and units' id indexes, written in random order, stay in memory. The default
+# comes back when the ingest ends.
 INGEST_CACHE_SQL = "PRAGMA cache_size = -65536"
-CACHE_SIZE_SQL = "PRAGMA cache_size"
+DEFAULT_CACHE_SQL = "PRAGMA cache_size = -2000"
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 # Equal scores are ordered by what the unit is (its document id, then offset), not by its id,

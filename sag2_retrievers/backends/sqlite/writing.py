@@ -130,12 +130,11 @@ class SQLiteWriting(SQLiteConnections):
 @contextmanager
 def _ingest_cache(connection: sqlite3.Connection) -> Iterator[None]:
     """A larger page cache on this connection while an ingest writes through it."""
-    before = int(connection.execute(sql.CACHE_SIZE_SQL).fetchone()[0])
     connection.execute(sql.INGEST_CACHE_SQL)
     try:
         yield
     finally:
-        connection.execute(f"{sql.CACHE_SIZE_SQL} = {before}")
+        connection.execute(sql.DEFAULT_CACHE_SQL)
 
 
 def _insert_documents(
