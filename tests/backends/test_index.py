@@ -203,6 +203,13 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         assert parallel.units(stored_unit_ids(parallel)) == expected_units
 
 
+def test_a_new_index_lets_fts5_buffer_a_large_commit_in_one_segment(
+    empty_index: SQLiteIndex,
+) -> None:
+    rows = empty_index._connection().execute("SELECT k, v FROM units_fts_config").fetchall()
+    assert dict(rows)["hashsize"] == 16 * 1024 * 1024
+
+
 def test_an_ingest_enlarges_its_page_cache_and_gives_it_back(
     empty_index: SQLiteIndex, tiny_corpus: tuple[Document, ...]
 ) -> None:

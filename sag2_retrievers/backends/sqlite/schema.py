@@ -33,6 +33,10 @@ SAG2_FTS_TABLE_SQL = FTS_TABLE_SQL.format(SAG2_FTS_TOKENIZER)
 # FTS5 merges its segments 8 at a time instead of 4: fewer rewrites during bulk ingest
 # (FTS5 now serves only phrases and filtered queries; optimize() merges everything).
 FTS_AUTOMERGE_SQL = "INSERT INTO units_fts(units_fts, rank) VALUES ('automerge', 8)"
+# FTS5 buffers up to 16 MiB of a transaction's postings instead of 1 MiB before writing a
+# segment: a 10,000-document commit is one segment, not several to merge again (writer CPU
+# per 100k 7.5 -> 5.8 s; docs/benchmarks.md, issue 35 round two). Memory: 16 MiB at most.
+FTS_HASHSIZE_SQL = "INSERT INTO units_fts(units_fts, rank) VALUES ('hashsize', 16777216)"
 # Checkpoint the WAL every ~40 MB instead of ~4 MB: pages rewritten by successive batches
 # are copied to the file once, and bulk ingests fsync a tenth as often.
 WAL_CHECKPOINT_SQL = "PRAGMA wal_autocheckpoint = 10000"
