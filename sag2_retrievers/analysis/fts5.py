@@ -22,7 +22,7 @@ def final_tokens(tokens: list[str], profile: Profile = "sag2") -> list[str]:
     if profile == "paper":
         if all(token.isascii() and _ASCII_WORD.fullmatch(token) for token in tokens):
             return tokens
-    elif all(token.isascii() for token in tokens):
+    elif "".join(tokens).isascii():  # each token is ASCII: one C-level check, not one each
         return tokens
     return [term for token in tokens for term in fts5_terms(token, profile)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import BrokenExecutor, Executor, Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as WaitTimeout  # not the builtin before 3.11
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from ..analysis import Profile, body_tokens, tokenize
 from ..documents import Document, chunk_spans, validated_batch
@@ -26,16 +27,20 @@ PARENT_CHECK_SECONDS = 1.0
 # second here) is taken to be stuck: no wait in ingest is unbounded.
 ANALYSIS_GRACE_SECONDS = 60.0
 ANALYSIS_MIN_CHARS_PER_SECOND = 5_000
+# Workers run this much nicer than the writer: the writer is the pipeline's one serial leg,
+# and with as many workers as cores it would get only a share of a core (100k build: 16.3 s
+# against 24.6 s, side by side; docs/benchmarks.md, issue 35 round two).
+WORKER_NICENESS = 5
 
 StatisticsT = TypeVar("StatisticsT")
 
 
-@dataclass(frozen=True)
-class PreparedUnit:
+class PreparedUnit(NamedTuple):
     """One unit ready to write: offsets, heading path and FTS token streams.
 
     Expansion units are not among them: they are derived from the unit's text when needed
-    (`base.sentence_expansion_units`), so the index does not store them.
+    (`base.sentence_expansion_units`), so the index does not store them. A tuple, so a batch
+    crosses from a worker as plain tuples (`PreparedBatch.__reduce__`).
     """
 
     char_start: int
@@ -64,6 +69,24 @@ class PreparedBatch(Generic[StatisticsT]):
     documents: list[PreparedDocument]
     statistics: StatisticsT
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as plain tuples of unit fields, about a third of the cost of pickling
+        an object per unit and per document on each side of a worker's pipe."""
+        units = [tuple(map(tuple, document.units)) for document in self.documents]
+        return _rebuilt_batch, (units, self.statistics)
+
+
+def _rebuilt_batch(
+    units: list[tuple[tuple[Any, ...], ...]], statistics: StatisticsT
+) -> PreparedBatch[StatisticsT]:
+    """A `PreparedBatch` from its pickled form (`PreparedBatch.__reduce__`)."""
+    documents = [PreparedDocument(tuple(map(PreparedUnit._make, rows))) for rows in units]
+    return PreparedBatch(documents, statistics)
+
+
+# A unit's title, heading and body tokens: what its statistics are counted from.
+UnitTokens = tuple[Sequence[str], Sequence[str], Sequence[str]]
+
 
 class UnitStatistics(Protocol[StatisticsT]):
     """How a backend derives the statistics it stores from a run of analysed units.
@@ -72,8 +95,9 @@ class UnitStatistics(Protocol[StatisticsT]):
     an instance is sent to them, so its class must be importable (a module-level class).
     """
 
-    def derive(self, units: Sequence[PreparedUnit]) -> StatisticsT:
-        """The statistics of consecutive units."""
+    def derive(self, units: Sequence[UnitTokens]) -> StatisticsT:
+        """The statistics of consecutive units, from their token lists (the analysis's
+        own, so the token texts are not split again)."""
         ...
 
     def merge(self, parts: Sequence[StatisticsT]) -> StatisticsT:
@@ -225,9 +249,12 @@ def _prepare_many(
 ) -> PreparedBatch[StatisticsT]:
     """Prepare a slice of (title, heading, text) triples and derive the backend's statistics
     of its units (in a worker process, so the writer only merges them)."""
-    documents = [_prepare_one(*triple, chunk_chars, profile) for triple in texts]
-    units = [unit for document in documents for unit in document.units]
-    return PreparedBatch(documents, statistics.derive(units))
+    documents, tokens = [], []
+    for triple in texts:
+        document, unit_tokens = _prepare_one(*triple, chunk_chars, profile)
+        documents.append(document)
+        tokens.extend(unit_tokens)
+    return PreparedBatch(documents, statistics.derive(tokens))
 
 
 def worker_count() -> int:
@@ -274,8 +301,12 @@ class AnalysisPool(Executor):
 
 
 def start_worker() -> None:
-    """In a new worker: keep the collector off inherited objects, and watch the parent."""
+    """In a new worker: keep the collector off inherited objects, yield the CPU to the
+    writer, and watch the parent."""
     gc.freeze()
+    if hasattr(os, "nice"):  # POSIX
+        with contextlib.suppress(OSError):  # a sandbox may refuse: the worker runs as before
+            os.nice(WORKER_NICENESS)
     watch_parent()
 
 
@@ -304,24 +335,30 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 def _prepare_one(
     title: str, heading: str, text: str, chunk_chars: int, profile: Profile
-) -> PreparedDocument:
-    """Chunk one document's text and analyse each unit, giving it its markdown heading path."""
-    title_tokens = " ".join(tokenize(title, profile=profile))
+) -> tuple[PreparedDocument, list[UnitTokens]]:
+    """Chunk one document's text and analyse each unit, giving it its markdown heading path;
+    also each unit's token lists."""
+    title_list = tokenize(title, profile=profile)
+    title_tokens = " ".join(title_list)
     headings = find_headings(text)
-    units = []
+    units: list[PreparedUnit] = []
+    tokens: list[UnitTokens] = []
     for span in chunk_spans(text, chunk_chars):
         path = unit_heading(heading, headings, span.start, span.end)
+        heading_list = tokenize(path, profile=profile)
+        body_list = body_tokens(text[span.start : span.end], profile)
         units.append(
             PreparedUnit(
                 span.start,
                 span.end,
                 path,
                 title_tokens,
-                heading_token_text(path, profile),
-                " ".join(body_tokens(text[span.start : span.end], profile)),
+                " ".join(heading_list),
+                " ".join(body_list),
             )
         )
-    return PreparedDocument(tuple(units))
+        tokens.append((title_list, heading_list, body_list))
+    return PreparedDocument(tuple(units)), tokens
 
 
 def heading_token_text(path: str, profile: Profile) -> str:

@@ -39,6 +39,12 @@ from .common import (
 )
 
 SETTING_OPTIONS = {"chunk_chars": "--chunk-chars", "analyzer_profile": "--profile"}
+# Documents and characters per commit into a SQLite file: each commit costs an upsert per
+# distinct body term, an FTS5 flush and a postings segment, so larger commits build faster
+# (docs/benchmarks.md, issue 35 round two); three batches in flight stay a few tens of MB.
+# PostgreSQL keeps the library's smaller batches, with which its memory was measured.
+SQLITE_BATCH_SIZE = 10_000
+SQLITE_BATCH_CHARS = 8_000_000
 
 
 def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> None:
@@ -61,8 +67,9 @@ def add_index_command(commands: Commands, quiet: argparse.ArgumentParser) -> Non
     command.add_argument(
         "--batch-size",
         type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"documents per commit (a batch also ends at {DEFAULT_BATCH_CHARS:,} characters)",
+        help=f"documents per commit (default: {SQLITE_BATCH_SIZE:,} into a file, "
+        f"{DEFAULT_BATCH_SIZE:,} into PostgreSQL; a batch also ends at "
+        f"{SQLITE_BATCH_CHARS:,} / {DEFAULT_BATCH_CHARS:,} characters)",
     )
     command.add_argument(
         "--chunk-chars",
@@ -172,8 +179,14 @@ def _ingest(
     with progress(args, "indexing", "doc", total=total) as bar:
         if tally is not None:
             tally.on_skip = bar.update
+        size, chars = _batch_limits(args, index)
         report = add_in_batches(
-            index, documents, batch_size=args.batch_size, on_batch=bar.update, skip_unchanged=True
+            index,
+            documents,
+            batch_size=size,
+            batch_chars=chars,
+            on_batch=bar.update,
+            skip_unchanged=True,
         )
     for conflict in claims.conflicts:
         warn(conflict.sentence())
@@ -184,6 +197,14 @@ def _ingest(
                 f"folder {str(corpus)!r} holds no file to index: {tally.summary()}"
             )
     return report
+
+
+def _batch_limits(args: argparse.Namespace, index: DocumentIndex) -> tuple[int, int]:
+    """Documents and characters per commit: --batch-size (or the backend's default), and the
+    backend's character bound."""
+    if isinstance(index, SQLiteIndex):
+        return args.batch_size or SQLITE_BATCH_SIZE, SQLITE_BATCH_CHARS
+    return args.batch_size or DEFAULT_BATCH_SIZE, DEFAULT_BATCH_CHARS
 
 
 def _warn_skipped(tally: FolderTally) -> None:

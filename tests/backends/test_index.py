@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pickle
 import sqlite3
 import threading
 from collections import Counter
@@ -9,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +19,7 @@ from hypothesis import strategies as st
 from sag2_retrievers import IndexSettings, SearchHit, SQLiteIndex
 from sag2_retrievers.analysis import analyze_body, tokenize
 from sag2_retrievers.backends import ingest
+from sag2_retrievers.backends.sqlite.postings import PostingsCounter
 from sag2_retrievers.documents import Document
 from sag2_retrievers.errors import (
     IndexSettingsMismatchError,
@@ -197,6 +201,57 @@ def test_parallel_analysis_writes_the_same_units_as_serial(
         parallel.add_documents(corpus, parallel=True)
         assert parallel.expansion_units(stored_unit_ids(parallel)) == expected
         assert parallel.units(stored_unit_ids(parallel)) == expected_units
+
+
+def test_a_new_index_lets_fts5_buffer_a_large_commit_in_one_segment(
+    empty_index: SQLiteIndex,
+) -> None:
+    rows = empty_index._connection().execute("SELECT k, v FROM units_fts_config").fetchall()
+    assert dict(rows)["hashsize"] == 16 * 1024 * 1024
+
+
+def test_an_ingest_enlarges_its_page_cache_and_gives_it_back(
+    empty_index: SQLiteIndex, tiny_corpus: tuple[Document, ...]
+) -> None:
+    def cache_size() -> int:
+        return int(empty_index._connection().execute("PRAGMA cache_size").fetchone()[0])
+
+    during: list[int] = []
+
+    def report(_: int) -> None:
+        during.append(cache_size())
+
+    empty_index.ingest([tiny_corpus], parallel=False, on_batch=report)
+    assert during == [-65536]
+    assert cache_size() == -2000
+
+
+@pytest.mark.skipif(not hasattr(os, "nice"), reason="POSIX priorities")
+def test_analysis_workers_yield_the_cpu_to_the_writer() -> None:
+    """The writer is the ingest's serial leg: its workers run at a lower priority."""
+    executor = ingest.new_executor()
+    try:
+        worker = executor.submit(os.nice, 0).result(timeout=30)
+    finally:
+        executor.shutdown()
+    assert worker == min(19, os.nice(0) + ingest.WORKER_NICENESS)
+
+
+def test_a_prepared_batch_crosses_from_a_worker_unchanged(
+    tiny_corpus: tuple[Document, ...],
+) -> None:
+    """Workers send a batch as plain tuples and 32-bit columns; what arrives is the same."""
+    corpus = [*tiny_corpus, Document("long", LONG_TEXT)]
+    sent = ingest.start_preparing(corpus, IndexSettings(chunk_chars=200), PostingsCounter(), None)()
+    arrived = pickle.loads(pickle.dumps(sent))
+    assert arrived.documents == sent.documents
+    assert all(type(unit) is ingest.PreparedUnit for doc in arrived.documents for unit in doc.units)
+    postings, expected = arrived.statistics.postings, sent.statistics.postings
+    assert postings.terms == expected.terms
+    for column in ("buckets", "term_ids", "positions", "freqs", "lengths"):
+        assert getattr(postings, column).dtype == np.int64
+        assert np.array_equal(getattr(postings, column), getattr(expected, column))
+    assert np.array_equal(arrived.statistics.body_df, sent.statistics.body_df)
 
 
 # -- files and settings ----------------------------------------------------------------------

@@ -199,6 +199,14 @@ def test_ascii_text_yields_exactly_the_jieba_reference_tokens(text: str) -> None
     assert tokenize(text) == jieba_reference(text)
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ascii_texts)
+def test_ascii_text_has_the_tokens_of_the_general_latin_path(text: str) -> None:
+    """ASCII text takes a faster path; after a non-ASCII word it takes the general Latin one,
+    and its tokens must be the same there."""
+    assert tokenize(text + " café") == [*tokenize(text), "cafe"]
+
+
 def test_glued_dictionary_word_is_the_known_difference_from_jieba() -> None:
     """Pins the exclusion above: it is real, and it is the only reason for it."""
     assert tokenize("abc++") == ["abc"]

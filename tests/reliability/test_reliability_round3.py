@@ -19,7 +19,7 @@ import pytest
 
 from sag2_retrievers import SQLiteIndex
 from sag2_retrievers.backends import ingest
-from sag2_retrievers.backends.ingest import PreparedUnit
+from sag2_retrievers.backends.ingest import UnitTokens
 from sag2_retrievers.backends.postgres import PostgresIndex
 from sag2_retrievers.backends.sqlite.postings import BatchPostings, PostingsCounter
 from sag2_retrievers.documents import Document
@@ -211,7 +211,7 @@ def test_forking_the_pool_while_another_thread_loads_jieba_does_not_deadlock(
 class _StuckStatistics(PostingsCounter):
     """Statistics whose derivation hangs, as a worker stuck on a lock would."""
 
-    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+    def derive(self, units: Sequence[UnitTokens]) -> BatchPostings:
         time.sleep(5)
         return super().derive(units)
 

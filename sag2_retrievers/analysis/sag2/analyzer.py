@@ -23,6 +23,7 @@ ANALYZER_VERSION = "2"  # 2: tokens pass through the unicode61-equivalent final_
 
 _LATIN = "0-9a-z\u00aa\u00b5\u00ba\u00df-\u00f6\u00f8-\u024f\u1e00-\u1eff"
 _LATIN_RUN = re.compile(rf"[{_LATIN}]+(?:[.\-][{_LATIN}]+)*")
+_ASCII_RUN = re.compile(r"[0-9a-z]+(?:[.\-][0-9a-z]+)*")  # _LATIN_RUN on ASCII text
 _ASCII_PUNCT = re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _RUN = re.compile(
@@ -44,6 +45,11 @@ def tokens(normalized: str, latin_only: bool | None = None) -> list[str]:
     """Tokens of already-normalised text, stopwords removed; Latin-only text skips the
     per-script dispatch (``latin_only`` may be passed when the caller already checked a larger
     enclosing text)."""
+    if normalized.isascii():
+        # The Latin classes hold no other ASCII than 0-9a-z, and FTS5 keeps ASCII tokens as
+        # they are: the same tokens as below, at a fifth less of the cost.
+        joined = _JOINED_RUN.search(normalized) is not None
+        return _latin_tokens(_ASCII_RUN.findall(normalized), joined)
     if latin_only is None:
         latin_only = is_latin_only(normalized)
     if latin_only:
@@ -175,7 +181,7 @@ def analysis(body: str, with_sentences: bool) -> UnitAnalysis:
     lowered = nfkc.lower()
     if len(lowered) != len(nfkc):
         lowered = "".join(ch.lower()[:1] or ch for ch in nfkc)
-    latin_only = is_latin_only(lowered)
+    latin_only = lowered.isascii() or is_latin_only(lowered)
     if not with_sentences:
         # Sentences break only at whitespace after .!? or at newlines, where no token run can
         # go on, so the whole text's tokens are its sentences' tokens in order.

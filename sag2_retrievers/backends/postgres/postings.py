@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..ingest import PreparedUnit
+from ..ingest import UnitTokens
 
 Ints = npt.NDArray[np.int64]
 
@@ -55,7 +55,7 @@ class DocumentFrequencies:
     """PostgreSQL's ingest hook (`ingest.UnitStatistics`): a batch's postings, df and token
     total, counted in the analysis workers beside the analysis."""
 
-    def derive(self, units: Sequence[PreparedUnit]) -> BatchFrequencies:
+    def derive(self, units: Sequence[UnitTokens]) -> BatchFrequencies:
         """The positional postings, body df, any-field df and token total of consecutive units."""
         vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
         term_ids: list[int] = []
@@ -65,8 +65,8 @@ class DocumentFrequencies:
         lengths: list[int] = []
         body_df: Counter[str] = Counter()
         any_df: Counter[str] = Counter()
-        for place, unit in enumerate(units):
-            found = _positions(token_columns(unit))
+        for place, columns in enumerate(units):
+            found = _positions(columns)
             body_df.update({token for token, at in found.items() if at[-1] >> COLUMN_SHIFT == BODY})
             any_df.update(found.keys())
             lengths.append(sum(len(at) for at in found.values()))
@@ -87,11 +87,6 @@ class DocumentFrequencies:
             any_df.update(part.any_df)
         postings = joined_runs([part.postings for part in parts])
         return BatchFrequencies(postings, body_df, any_df, sum(part.tokens for part in parts))
-
-
-def token_columns(unit: PreparedUnit) -> tuple[list[str], list[str], list[str]]:
-    """A unit's title, heading and body tokens, as the units table stores them."""
-    return unit.title_tokens.split(), unit.heading_tokens.split(), unit.body_tokens.split()
 
 
 def weighted_frequencies(counts: Ints, codes: Ints) -> Ints:
@@ -121,7 +116,7 @@ def joined_runs(parts: Sequence[RunPostings]) -> RunPostings:
     )
 
 
-def _positions(columns: Sequence[list[str]]) -> dict[str, list[int]]:
+def _positions(columns: Sequence[Sequence[str]]) -> dict[str, list[int]]:
     """Per distinct token of a unit, its coded positions, column by column."""
     found: dict[str, list[int]] = {}
     for column, tokens in enumerate(columns):

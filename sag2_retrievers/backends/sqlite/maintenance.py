@@ -156,6 +156,7 @@ def _create_tables(connection: sqlite3.Connection, settings: IndexSettings) -> N
     else:
         connection.execute(sql.SAG2_FTS_TABLE_SQL)
     connection.execute(sql.FTS_AUTOMERGE_SQL)
+    connection.execute(sql.FTS_HASHSIZE_SQL)
 
 
 def writable(path: Path) -> bool:

@@ -18,12 +18,13 @@ from array import array
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..._sqlite import json_list
-from ..ingest import PreparedUnit
+from ..ingest import UnitTokens
 from .fts import quote_term
 from .schema import BM25_SCORE
 
@@ -88,16 +89,26 @@ class UnitPostings:
         """How many units the run holds."""
         return len(self.lengths)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with 32-bit columns (half the bytes through a worker's pipe: ids, places
+        and counts of one batch are far below 2**31), widened again on load."""
+        columns = (self.buckets, self.term_ids, self.positions, self.freqs, self.lengths)
+        return _widened, (self.terms, *(column.astype(np.int32) for column in columns))
 
-def count_postings(columns: Iterable[tuple[str, str, str]]) -> tuple[UnitPostings, Ints]:
-    """Postings of units given as (title, heading, body) token texts, in order, and the
+
+def _widened(terms: list[str], *columns: npt.NDArray[np.int32]) -> UnitPostings:
+    """A `UnitPostings` from its pickled form (`UnitPostings.__reduce__`)."""
+    return UnitPostings(terms, *(column.astype(np.int64) for column in columns))
+
+
+def count_postings(columns: Iterable[UnitTokens]) -> tuple[UnitPostings, Ints]:
+    """Postings of units given as (title, heading, body) token lists, in order, and the
     number of units holding each body token (body df, aligned with the vocabulary),
     counted in the same pass into flat integer arrays rather than per-token objects."""
     vocabulary: defaultdict[str, int] = defaultdict(itertools.count().__next__)
     term_ids, positions, freqs = array("q"), array("q"), array("q")
     in_body, lengths = array("b"), array("q")
-    for position, (title, heading, body) in enumerate(columns):
-        fields = title.split(), heading.split(), body.split()
+    for position, fields in enumerate(columns):
         weighted = Counter(fields[2])
         body_terms = len(weighted)
         for token in (*fields[0], *fields[1]):
@@ -170,12 +181,9 @@ class PostingsCounter:
     """SQLite's ingest hook (`ingest.UnitStatistics`): postings and body df, counted in the
     analysis workers beside the analysis."""
 
-    def derive(self, units: Sequence[PreparedUnit]) -> BatchPostings:
+    def derive(self, units: Sequence[UnitTokens]) -> BatchPostings:
         """The postings and body df of consecutive units."""
-        postings, body_df = count_postings(
-            (unit.title_tokens, unit.heading_tokens, unit.body_tokens) for unit in units
-        )
-        return BatchPostings(postings, body_df)
+        return BatchPostings(*count_postings(units))
 
     def merge(self, parts: Sequence[BatchPostings]) -> BatchPostings:
         """One batch's postings and body df from its consecutive slices (vocabulary mapped

@@ -33,10 +33,19 @@ SAG2_FTS_TABLE_SQL = FTS_TABLE_SQL.format(SAG2_FTS_TOKENIZER)
 # FTS5 merges its segments 8 at a time instead of 4: fewer rewrites during bulk ingest
 # (FTS5 now serves only phrases and filtered queries; optimize() merges everything).
 FTS_AUTOMERGE_SQL = "INSERT INTO units_fts(units_fts, rank) VALUES ('automerge', 8)"
+# FTS5 buffers up to 16 MiB of a transaction's postings instead of 1 MiB before writing a
+# segment: a 10,000-document commit is one segment, not several to merge again (writer CPU
+# per 100k 7.5 -> 5.8 s; docs/benchmarks.md, issue 35 round two). Memory: 16 MiB at most.
+FTS_HASHSIZE_SQL = "INSERT INTO units_fts(units_fts, rank) VALUES ('hashsize', 16777216)"
 # Checkpoint the WAL every ~40 MB instead of ~4 MB: pages rewritten by successive batches
 # are copied to the file once, and bulk ingests fsync a tenth as often.
 WAL_CHECKPOINT_SQL = "PRAGMA wal_autocheckpoint = 10000"
 PAPER_FTS_TABLE_SQL = FTS_TABLE_SQL.format(PAPER_FTS_TOKENIZER)
+# An ingest's connection caches up to 64 MiB of pages instead of SQLite's default 2 MiB: the
+# documents' and units' id indexes, written in random order, stay in memory. The default
+# comes back when the ingest ends.
+INGEST_CACHE_SQL = "PRAGMA cache_size = -65536"
+DEFAULT_CACHE_SQL = "PRAGMA cache_size = -2000"
 
 BM25_SCORE = "-bm25(units_fts, {}, {}, {})".format(*BM25_WEIGHTS)
 # Equal scores are ordered by what the unit is (its document id, then offset), not by its id,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor
+from contextlib import contextmanager
 
 from ..._sqlite import json_list
 from ...documents import Document
@@ -54,9 +55,15 @@ class SQLiteWriting(SQLiteConnections):
         ``on_batch`` receives each committed batch's document count.
         """
         executor = self._analysis_executor() if parallel else None
-        return pipelined_ingest(
-            batches, self.upsert_analysed, self.settings, self.unit_statistics, executor, on_batch
-        )
+        with _ingest_cache(self._connection()):
+            return pipelined_ingest(
+                batches,
+                self.upsert_analysed,
+                self.settings,
+                self.unit_statistics,
+                executor,
+                on_batch,
+            )
 
     def upsert_analysed(
         self, documents: Sequence[Document], analysed: PreparedBatch[BatchPostings]
@@ -118,6 +125,16 @@ class SQLiteWriting(SQLiteConnections):
             _forget_units(connection, deleted)
             connection.execute(sql.DELETE_UNITS_SQL, (ids_json,))
         return connection.execute(sql.DELETE_DOCS_SQL, (ids_json,)).rowcount
+
+
+@contextmanager
+def _ingest_cache(connection: sqlite3.Connection) -> Iterator[None]:
+    """A larger page cache on this connection while an ingest writes through it."""
+    connection.execute(sql.INGEST_CACHE_SQL)
+    try:
+        yield
+    finally:
+        connection.execute(sql.DEFAULT_CACHE_SQL)
 
 
 def _insert_documents(
