@@ -25,15 +25,20 @@ class LoopThread:
             raise RuntimeError("a blocking SAG2 call cannot run inside the engine's own loop")
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
 
-    def stop(self) -> None:
-        """Join the loop's worker threads, then stop and close the loop (a no-op when already
-        stopped). Joined, the workers' index connections are finished threads' connections,
-        which closing the index closes at once (SQLite then checkpoints its WAL)."""
+    def stop(self, join_workers: bool = True) -> None:
+        """Stop and close the loop (a no-op when already stopped); with ``join_workers``, first
+        wait for its worker threads to end, so their index connections are finished threads'
+        connections, which closing the index closes at once (SQLite then checkpoints its WAL).
+
+        A garbage-collection finalizer passes False: it may run on one of those workers.
+        """
         if self.loop.is_closed():
             return
         if threading.current_thread() is self.thread:
             raise RuntimeError("cannot stop the engine's loop from inside it")
-        asyncio.run_coroutine_threadsafe(self.loop.shutdown_default_executor(), self.loop).result()
+        if join_workers:
+            joined = self.loop.shutdown_default_executor()
+            asyncio.run_coroutine_threadsafe(joined, self.loop).result()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
         self.loop.close()

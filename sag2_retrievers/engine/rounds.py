@@ -345,7 +345,8 @@ class SAG2Engine:
         with self._loop_lock:
             if self._loop_thread is None:
                 self._loop_thread = LoopThread()
-                self._finalizer = weakref.finalize(self, self._loop_thread.stop)
+                # Not joining workers: the collection may run on one of them.
+                self._finalizer = weakref.finalize(self, self._loop_thread.stop, False)
             return self._loop_thread
 
     def _stop_loop(self) -> None:
