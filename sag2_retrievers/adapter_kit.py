@@ -44,7 +44,7 @@ from typing import Any
 
 from .backends.base import DocumentIndex
 from .backends.sqlite import SQLiteIndex, remove_index_files
-from .documents import MAX_TITLE_CHARS, Document
+from .documents import MAX_TITLE_CHARS, Document, Unit
 from .engine import SAG2Engine
 from .errors import InvalidInputError, JudgeConfigurationError, SAG2Error
 from .file_titles import file_kind, first_heading, name_title
@@ -143,31 +143,36 @@ def write_changed(index: DocumentIndex, documents: Sequence[Document]) -> list[D
 
 def stored_unchanged(index: DocumentIndex, documents: Sequence[Document]) -> list[bool]:
     """Per document, whether the index holds it already unchanged: one look-up finds which
-    ids are stored at all, and only those are compared in full."""
+    ids are stored at all, one more reads the stored units of those with a heading path, and
+    only stored documents are compared in full."""
     stored = index.metadata([document.id for document in documents])
+    headed = [d.id for d in documents if d.heading and d.id in stored]
+    units: dict[str, list[Unit]] = {}
+    for unit in index.document_units(headed).values() if headed else ():
+        units.setdefault(unit.doc_id, []).append(unit)
     return [
-        document.id in stored and is_stored_unchanged(index, document) for document in documents
+        document.id in stored and is_stored_unchanged(index, document, units.get(document.id, []))
+        for document in documents
     ]
 
 
-def is_stored_unchanged(index: DocumentIndex, document: Document) -> bool:
+def is_stored_unchanged(index: DocumentIndex, document: Document, units: Sequence[Unit]) -> bool:
     """Whether the index holds this document already with the same text, title and metadata
-    (volatile metadata aside) and, for a document with a heading path, units that carry the
-    headings that path gives them (the stored document does not keep the path itself)."""
+    (volatile metadata aside) and, for a document with a heading path, stored ``units`` that
+    carry the headings that path gives them (the stored document does not keep the path)."""
     stored = index.document(document.id)
     if stored is None or (stored.text, stored.title) != (document.text, document.title):
         return False
-    if document.heading and not _same_unit_headings(index, document):
+    if document.heading and not _same_unit_headings(document, units):
         return False
     if stored.metadata_json == document.metadata_json:
         return True
     return _lasting(stored.metadata) == _lasting(document.metadata)
 
 
-def _same_unit_headings(index: DocumentIndex, document: Document) -> bool:
+def _same_unit_headings(document: Document, units: Sequence[Unit]) -> bool:
     """Whether every stored unit of the document has the heading path ingest would give it
     now (its outer heading path, then the markdown headings around and inside its span)."""
-    units = index.document_units([document.id]).values()
     headings = find_headings(document.text)
     return bool(units) and all(
         unit.heading == unit_heading(document.heading, headings, unit.char_start, unit.char_end)

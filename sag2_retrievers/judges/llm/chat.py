@@ -294,13 +294,20 @@ def _is_logprob(value: object) -> bool:
 def endpoint_name(endpoint: str) -> str:
     """An endpoint as an identity may show it: scheme, host, port and path, never the
     credentials or query a URL may carry."""
-    url = endpoint if "://" in endpoint else f"http://{endpoint}"
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, ValueError, TypeError):
+    url = _endpoint_url(endpoint)
+    if url is None:
         return "unparseable-endpoint"
-    port = f":{parsed.port}" if parsed.port is not None else ""
-    return f"{parsed.scheme}://{parsed.host}{port}{parsed.path.rstrip('/')}"
+    port = f":{url.port}" if url.port is not None else ""
+    return f"{url.scheme}://{url.host}{port}{url.path.rstrip('/')}"
+
+
+def _endpoint_url(endpoint: str) -> httpx.URL | None:
+    """An endpoint, given as a URL or as a bare ``host:port``, parsed; None when it is not
+    a URL."""
+    try:
+        return httpx.URL(endpoint if "://" in endpoint else f"http://{endpoint}")
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return None
 
 
 def model_endpoints(model: object) -> list[str]:
@@ -328,12 +335,10 @@ def runs_on_this_machine(model: object) -> bool:
 
 
 def _is_loopback_endpoint(endpoint: str) -> bool:
-    """Whether an endpoint, given as a URL or as a bare ``host:port``, is loopback."""
-    url = endpoint if "://" in endpoint else f"http://{endpoint}"
-    try:
-        return is_loopback_url(url)
-    except (httpx.InvalidURL, ValueError, TypeError):  # an unparseable address counts as remote
-        return False
+    """Whether an endpoint, given as a URL or as a bare ``host:port``, is loopback (an
+    unparseable address counts as remote)."""
+    url = _endpoint_url(endpoint)
+    return url is not None and is_loopback_url(str(url))
 
 
 def _is_url_object(value: object) -> bool:
