@@ -5,9 +5,15 @@
 
 Per question, the engine's time is what its trace reports: every round's local seconds plus
 judge seconds (the figure `sag2 query --json` prints). The two judges answer the same
-questions in turns, question by question, so machine load shifts both alike; each keeps its
-state across questions as a long-running process would (the pool judge's analysis cache).
-Reported: median and p95 per judge and the ratio of the medians (issue 30 bounds it by 1.5).
+questions in turns, question by question, so machine load shifts both alike, and the one that
+goes first alternates, so neither always meets the operating system's cold pages. Each judge's
+engine reads the index through its own connection, as two independent users would: sharing one
+would let the first engine warm SQLite's page cache and the index's caches for the second
+(before 2026-12-06 the pool judge always went first on a shared connection, and its
+engine-local time came out about 20% above the fake judge's for that reason alone). Each judge
+keeps its state across questions as a long-running process would (the pool judge's analysis
+cache). Reported: median and p95 per judge and the ratio of the medians (issue 30 bounds it by
+1.5).
 """
 
 from __future__ import annotations
@@ -42,18 +48,23 @@ def questions_from(path: Path | None) -> list[str]:
     return [q.question for q in load_questions(path)]
 
 
-def measure(index: SQLiteIndex, questions: list[str]) -> dict[str, list[float]]:
-    """Engine seconds per question for each judge, the judges taking turns."""
-    engines = {name: SAG2Engine(index, make_judge(name)) for name in JUDGES}
-    for engine in engines.values():
-        engine.retrieve(questions[0])  # the loop thread, SQLite's caches, jieba's dictionary
-    times: dict[str, list[float]] = {name: [] for name in JUDGES}
-    for question in questions[1:]:
-        for name, engine in engines.items():
-            times[name].append(engine_seconds(engine.retrieve(question, 10)))
-    for engine in engines.values():
-        engine.close()
-    return times
+def measure(path: Path, questions: list[str]) -> dict[str, list[float]]:
+    """Engine seconds per question for each judge, each on its own connection to the index at
+    ``path``, the judges taking turns in alternating order."""
+    indexes = {name: SQLiteIndex(path, create=False) for name in JUDGES}
+    engines = {name: SAG2Engine(indexes[name], make_judge(name)) for name in JUDGES}
+    try:
+        for engine in engines.values():
+            engine.retrieve(questions[0])  # the loop thread, SQLite's caches, jieba's dictionary
+        times: dict[str, list[float]] = {name: [] for name in JUDGES}
+        for number, question in enumerate(questions[1:]):
+            for name in JUDGES if number % 2 == 0 else JUDGES[::-1]:
+                times[name].append(engine_seconds(engines[name].retrieve(question, 10)))
+        return times
+    finally:
+        for name in JUDGES:
+            engines[name].close()
+            indexes[name].close()
 
 
 def report(times: dict[str, list[float]], corpus: str) -> None:
@@ -79,14 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     questions = questions_from(args.questions)
     if args.db is not None:
         with SQLiteIndex(args.db, create=False) as index:
-            times = measure(index, questions)
             corpus = f"{index.unit_count():,} units in {args.db.name}"
+        times = measure(args.db, questions)
     else:
         with tempfile.TemporaryDirectory() as scratch:
-            index, size = build(Path(scratch) / "share.db", args.passages)
-            times = measure(index, questions)
-            corpus = f"{size:,} passages (shared corpora + synthetic)"
+            path = Path(scratch) / "share.db"
+            index, size = build(path, args.passages)
             index.close()
+            times = measure(path, questions)
+            corpus = f"{size:,} passages (shared corpora + synthetic)"
     report(times, corpus)
     return 0
 

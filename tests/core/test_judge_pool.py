@@ -148,6 +148,31 @@ def test_a_full_vocabulary_starts_afresh_between_requests() -> None:
     assert request_features(REQUEST, cache).tolist() == first.tolist()
 
 
+def test_a_full_name_vocabulary_starts_afresh_between_requests() -> None:
+    cache = AnalysisCache(vocabulary_limit=50)
+    first = features(REQUEST)
+    words = ("Amber", "Birch", "Cedar", "Delta", "Ember", "Fjord", "Grove", "Heath")
+    pairs = [f"{a} {b}" for a in words for b in words if a != b]  # 56 names of 8 tokens
+    cache.request_terms([("Names", " and ".join(pairs))], QUESTION)
+    assert len(cache) == 1
+    cache.request_terms([("More", "few words")], QUESTION)
+    assert len(cache) == 1  # the name vocabulary was over its bound: cache and ids reset
+    assert request_features(REQUEST, cache).tolist() == first.tolist()
+
+
+def test_a_name_the_question_holds_links_no_passages() -> None:
+    sea = "Both works were written on the Baltic Sea coast."
+    work = ContextPassage("Zorvanic Requiem", f"A requiem. {sea}", previous_score=1.0)
+    candidate = Candidate("Ilmar Kesteven", f"A composer. {sea}", round_found=1)
+
+    def shared(question: str) -> float:
+        rows = features(JudgeRequest(question, (candidate, DISTRACTOR), (work,)))
+        return float(rows[0, column("context_shared_names")])
+
+    assert shared(QUESTION) > 0
+    assert shared(QUESTION + " Near the Baltic Sea?") == 0
+
+
 def guard_rows(rows: list[dict[str, float]]) -> np.ndarray:
     """Feature rows with only the columns the guard reads set."""
     matrix = np.zeros((len(rows), len(FEATURE_NAMES)))

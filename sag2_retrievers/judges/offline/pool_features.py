@@ -20,7 +20,6 @@ contributes at most `pool_terms.MAX_QUESTION_TERMS` terms.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -97,7 +96,9 @@ class _Shared:
     beyond: Vector  # per request column: 1 when the question does not hold the term
     vocabulary: Ints  # per request column: its id in the cache's vocabulary
     specificity: Vector  # per passage: its title's rarest term's idf over the request's top
-    name_weight: dict[str, float]  # per name phrase beyond the question's: idf over the top
+    name_rows: Ints  # per (passage, name phrase) entry, sorted by passage: the passage's row
+    name_columns: Ints  # per entry: the name's column among the request's names
+    name_weight: Vector  # per name column: idf over the top, 0 for a name the question holds
 
     @cached_property
     def held(self) -> Matrix:
@@ -173,7 +174,10 @@ def _shared(request: JudgeRequest, cache: AnalysisCache) -> _Shared:
     lowest = np.full(len(passages), np.inf)
     np.minimum.at(lowest, title_rows, idf[title_columns] if len(title_columns) else 0.0)
     specificity = np.where(np.isfinite(lowest), lowest / top, 0.0)
-    name_weight = _name_weights(passages, question)
+    name_rows = np.repeat(np.arange(len(passages)), [len(p.name_ids) for p in passages])
+    names, name_columns = np.unique(
+        np.concatenate([p.name_ids for p in passages]), return_inverse=True
+    )
     return _Shared(
         request,
         passages,
@@ -193,17 +197,20 @@ def _shared(request: JudgeRequest, cache: AnalysisCache) -> _Shared:
         beyond,
         vocabulary,
         specificity,
-        name_weight,
+        name_rows,
+        name_columns.astype(np.int64),
+        _name_weights(names, name_columns, len(passages), question),
     )
 
 
-def _name_weights(passages: Sequence[PassageTerms], question: QuestionTerms) -> dict[str, float]:
-    """Each name phrase the question does not contain: its idf over the request's top (a name
-    most passages share links nothing)."""
-    df = Counter(n for p in passages for n in p.names if not question.mentions(n))
-    count = len(passages)
+def _name_weights(names: Ints, columns: Ints, count: int, question: QuestionTerms) -> Vector:
+    """Per name column: the name's idf over the request's top (a name most passages share
+    links nothing), 0 when the question contains it."""
+    df = np.bincount(columns, minlength=len(names)).astype(np.float64)
     top = math.log1p((count - 0.5) / 1.5) or 1.0
-    return {n: math.log1p((count - f + 0.5) / (f + 0.5)) / top for n, f in df.items()}
+    weight: Vector = np.log1p((count - df + 0.5) / (df + 0.5)) / top
+    weight[np.isin(names, question.name_ids)] = 0.0
+    return weight
 
 
 def _columns_of(vocabulary: Ints, ids: Ints) -> Ints:
@@ -285,55 +292,72 @@ def _link_columns(
         return np.zeros((n, len(LINK_FEATURES)))
     terms = (shared.rows, shared.columns)
     titles = (shared.title_rows, shared.title_columns)
-    idf = shared.idf
-    bridge, dot = _pair_sums(shared, terms, terms, others, [idf * shared.beyond, idf**2])
-    (title_held,) = _pair_sums(shared, titles, terms, others, [None])
-    (holds_title,) = _pair_sums(shared, terms, titles, others, [None])
+    idf, width = shared.idf, len(shared.idf)
+    others_terms = _Incidence.of(shared, terms, others, width)
+    bridge, dot = others_terms.sums(shared, terms, [idf * shared.beyond, idf**2])
+    (title_held,) = others_terms.sums(shared, titles, [None])
+    (holds_title,) = _Incidence.of(shared, titles, others, width).sums(shared, terms, [None])
+    phrases = (shared.name_rows, shared.name_columns)
+    (shared_names,) = _Incidence.of(shared, phrases, others, len(shared.name_weight)).sums(
+        shared, phrases, [shared.name_weight]
+    )
     others_held = shared.q_held[others]
     overlap = (shared.held * shared.q_weight) @ others_held.T
     chain = shared.coverage[:, None] + (others_held @ shared.q_weight)[None, :] - overlap
     scale = shared.norms[shared.candidates][:, None] * shared.norms[others][None, :]
     cosine = np.divide(dot, scale, out=np.zeros_like(dot), where=scale > 0)
     named, names = _title_mentions(shared, others, title_held, holds_title)
-    pairs = (chain, named, names, _shared_names(shared, others), np.log1p(bridge), cosine)
+    capped = np.minimum(shared_names, MAX_SHARED_NAMES) / MAX_SHARED_NAMES
+    pairs = (chain, named, names, capped, np.log1p(bridge), cosine)
     weighted = np.where(itself, 0.0, weights[None, :])
     return np.column_stack([(values * weighted).max(axis=1) for values in pairs])
 
 
-def _pair_sums(
-    shared: _Shared,
-    mine: tuple[Ints, Ints],
-    theirs: tuple[Ints, Ints],
-    others: Ints,
-    weights: Sequence[Vector | None],
-) -> list[Matrix]:
-    """Candidates x others: for each weight vector (per request column; None counts), the sum
-    over the terms in both a candidate's ``mine`` entries and another's ``theirs`` entries.
+@dataclass(frozen=True)
+class _Incidence:
+    """Some passages' entries (``others``) as a 0/1 matrix: the columns they hold x the
+    passages, and where each request column and each of ``others`` sits in it."""
 
-    One gather of the others' 0/1 rows per candidate entry, then a sum per candidate run:
-    linear in the entries, with no candidates x vocabulary matrix."""
-    distinct, back = np.unique(others, return_inverse=True)
-    slot = np.full(len(shared.passages), -1, dtype=np.int64)
-    slot[distinct] = np.arange(len(distinct))
-    rows, columns = theirs
-    keep = slot[rows] >= 0
-    shared_columns, inverse = np.unique(columns[keep], return_inverse=True)
-    held = np.zeros((len(shared_columns), len(distinct)))
-    held[inverse, slot[rows[keep]]] = 1.0
-    position = np.full(len(shared.idf), -1, dtype=np.int64)
-    position[shared_columns] = np.arange(len(shared_columns))
-    rows, columns = mine
-    hit = position[columns] >= 0
-    gathered, owners, terms = held[position[columns[hit]]], rows[hit], columns[hit]
-    starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else owners
-    sums = []
-    for weight in weights:
-        values = gathered if weight is None else gathered * weight[terms][:, None]
-        total = np.zeros((len(shared.passages), len(distinct)))
-        if len(owners):
-            total[owners[starts]] = np.add.reduceat(values, starts, axis=0)
-        sums.append(total[shared.candidates][:, back])
-    return sums
+    held: Matrix  # their columns x distinct others, 0/1
+    position: Ints  # per request column: its row in ``held``, -1 when none of them holds it
+    back: Ints  # per entry of ``others``: its column in ``held``
+    count: int  # the request's passages
+
+    @classmethod
+    def of(cls, shared: _Shared, theirs: tuple[Ints, Ints], others: Ints, width: int) -> _Incidence:
+        """The incidence of ``others`` over ``theirs`` entries in a space of ``width`` columns."""
+        distinct, back = np.unique(others, return_inverse=True)
+        slot = np.full(len(shared.passages), -1, dtype=np.int64)
+        slot[distinct] = np.arange(len(distinct))
+        rows, columns = theirs
+        keep = slot[rows] >= 0
+        held_columns, inverse = np.unique(columns[keep], return_inverse=True)
+        held = np.zeros((len(held_columns), len(distinct)))
+        held[inverse, slot[rows[keep]]] = 1.0
+        position = np.full(width, -1, dtype=np.int64)
+        position[held_columns] = np.arange(len(held_columns))
+        return cls(held, position, back, len(shared.passages))
+
+    def sums(
+        self, shared: _Shared, mine: tuple[Ints, Ints], weights: Sequence[Vector | None]
+    ) -> list[Matrix]:
+        """Candidates x others: for each weight vector (per column; None counts), the sum over
+        the columns in both a candidate's ``mine`` entries and another's.
+
+        One gather of the others' 0/1 rows per candidate entry, then a sum per candidate run:
+        linear in the entries, with no candidates x vocabulary matrix."""
+        rows, columns = mine
+        hit = self.position[columns] >= 0
+        gathered, owners, terms = self.held[self.position[columns[hit]]], rows[hit], columns[hit]
+        starts = np.flatnonzero(np.r_[True, owners[1:] != owners[:-1]]) if len(owners) else owners
+        out = []
+        for weight in weights:
+            values = gathered if weight is None else gathered * weight[terms][:, None]
+            total = np.zeros((self.count, self.held.shape[1]))
+            if len(owners):
+                total[owners[starts]] = np.add.reduceat(values, starts, axis=0)
+            out.append(total[shared.candidates][:, self.back])
+        return out
 
 
 def _title_mentions(
@@ -369,24 +393,3 @@ def _bm25_ranks(request: JudgeRequest) -> Vector:
     for rank, (position, _) in enumerate(sorted(known, key=lambda item: (-item[1], item[0]))):
         ranks[position] = 1.0 / math.log2(2 + rank)
     return ranks
-
-
-def _shared_names(shared: _Shared, others: Ints) -> Matrix:
-    """Candidates x others: the idf-weighted name phrases both hold beyond the question's,
-    capped, in [0, 1]."""
-    theirs = [shared.passages[j] for j in others]
-    names = sorted({n for p in theirs for n in p.names if n in shared.name_weight})
-    position = {name: k for k, name in enumerate(names)}
-    weight = np.array([shared.name_weight[n] for n in names])
-    mine = _names_incidence([shared.passages[i] for i in shared.candidates], position)
-    counts = (mine * weight) @ _names_incidence(theirs, position).T
-    capped: Matrix = np.minimum(counts, MAX_SHARED_NAMES) / MAX_SHARED_NAMES
-    return capped
-
-
-def _names_incidence(passages: Sequence[PassageTerms], position: dict[str, int]) -> Matrix:
-    """A passages x names 0/1 matrix."""
-    matrix = np.zeros((len(passages), len(position)))
-    for row, passage in enumerate(passages):
-        matrix[row, [position[n] for n in passage.names if n in position]] = 1.0
-    return matrix

@@ -1,13 +1,13 @@
 """What the pool judge reads from a passage, analysed once and kept in a cache bounded by bytes.
 
-A passage's analysis (content tokens as ids, name phrases, title phrase, token text for
+A passage's analysis (content tokens and name phrases as ids, title phrase, token text for
 phrase tests) is a pure function of its title and text, so it is cached across requests: the
-same passages come back round after round and question after question. Tokens are numbered in
-one vocabulary shared by the cached analyses, so a request lays its passages out as arrays
-without a dictionary look-up per token. The cache is bounded by the bytes it holds, not by
-entries, so a few huge passages cannot pin gigabytes; the vocabulary is bounded by its size
-and starts afresh (with the cache) when full. Questions are analysed per request and never
-cached.
+same passages come back round after round and question after question. Tokens and name
+phrases are numbered in vocabularies shared by the cached analyses, so a request lays its
+passages out as arrays without a dictionary look-up per token or name. The cache is bounded by
+the bytes it holds, not by entries, so a few huge passages cannot pin gigabytes; the
+vocabularies are bounded by their size and start afresh (with the cache) when one is full.
+Questions are analysed per request and never cached.
 """
 
 from __future__ import annotations
@@ -33,15 +33,16 @@ MAX_PASSAGE_CHARS = 20_000  # a passage's first characters that the judge analys
 
 Ids = npt.NDArray[np.int64]
 _ASCII_WORD = re.compile(r"[0-9a-z]+")
+_NO_IDS: Ids = np.zeros(0, dtype=np.int64)
 
 
 @dataclass(frozen=True)
 class PassageTerms:
-    """A passage as the judge sees it: token ids (title included), name phrases (title
+    """A passage as the judge sees it: token ids (title included), name phrase ids (title
     included), the title's token phrase and ids, and its token text for phrase tests."""
 
     ids: Ids  # sorted, distinct
-    names: frozenset[str]
+    name_ids: Ids  # sorted, distinct, numbered in the cache's name vocabulary
     title: str
     title_ids: Ids  # sorted, distinct
     padded_text: str
@@ -50,8 +51,8 @@ class PassageTerms:
     @property
     def size(self) -> int:
         """Approximate bytes held, for the cache's bound."""
-        names = sum(len(n) + 56 for n in self.names)
-        return 2 * (len(self.padded_text) + len(self.title)) + 8 * len(self.ids) + names + 500
+        arrays = 8 * (len(self.ids) + len(self.name_ids) + len(self.title_ids))
+        return 2 * (len(self.padded_text) + len(self.title)) + arrays + 500
 
     def mentions(self, phrase: str) -> bool:
         """Whether the token phrase occurs in this passage's text."""
@@ -61,11 +62,13 @@ class PassageTerms:
 @dataclass(frozen=True)
 class QuestionTerms:
     """The analysed question: its distinct content tokens (at most MAX_QUESTION_TERMS), their
-    ids (-1 for a token no analysed passage holds) and its token text."""
+    ids (-1 for a token no analysed passage holds), its token text, and the ids of the
+    request's name phrases it contains."""
 
     tokens: tuple[str, ...]
     ids: Ids
     padded_text: str
+    name_ids: Ids  # sorted: the request's name phrases that occur in the question
 
     def mentions(self, phrase: str) -> bool:
         """Whether the token phrase occurs in the question."""
@@ -91,6 +94,8 @@ class AnalysisCache:
         self.bytes = 0
         self._entries: OrderedDict[tuple[str, str], PassageTerms] = OrderedDict()
         self._vocabulary: dict[str, int] = {}
+        self._names: dict[str, int] = {}  # name phrase -> id
+        self._name_text: list[str] = []  # id -> name phrase
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -105,12 +110,14 @@ class AnalysisCache:
         """The analyses of a request's passages (title, text) and of its question, all with
         ids from one vocabulary (held under one lock, so a reset cannot fall between them)."""
         with self._lock:
-            if len(self._vocabulary) > self.vocabulary_limit:
+            if max(len(self._vocabulary), len(self._names)) > self.vocabulary_limit:
                 self._entries.clear()
                 self._vocabulary.clear()
+                self._names.clear()
+                self._name_text.clear()
                 self.bytes = 0
             analysed = [self._terms(title, text) for title, text in passages]
-            return analysed, self._question(question)
+            return analysed, self._question(question, analysed)
 
     def _terms(self, title: str, text: str) -> PassageTerms:
         """One passage's analysis, from the cache or computed and remembered."""
@@ -144,17 +151,29 @@ class AnalysisCache:
         title_ids = {number(t, len(self._vocabulary)) for t in title_tokens}
         return PassageTerms(
             np.array(sorted(ids), dtype=np.int64),
-            frozenset(names),
+            np.array(sorted(map(self._name_id, names)), dtype=np.int64),
             title_phrase,
             np.array(sorted(title_ids), dtype=np.int64),
             f" {' '.join(body)} ",
             len(body),
         )
 
-    def _question(self, question: str) -> QuestionTerms:
-        """The analysed part of the question, its first MAX_QUESTION_TERMS distinct tokens."""
+    def _name_id(self, name: str) -> int:
+        """A name phrase's id in the name vocabulary, numbered when first seen."""
+        found = self._names.get(name)
+        if found is None:
+            found = self._names[name] = len(self._name_text)
+            self._name_text.append(name)
+        return found
+
+    def _question(self, question: str, passages: Sequence[PassageTerms]) -> QuestionTerms:
+        """The analysed part of the question (its first MAX_QUESTION_TERMS distinct tokens) and
+        which of the passages' name phrases it contains."""
         text = analysed_question(question)
         tokens = words(text)
         distinct = tuple(dict.fromkeys(tokens))[:MAX_QUESTION_TERMS]
         ids = np.array([self._vocabulary.get(t, -1) for t in distinct], dtype=np.int64)
-        return QuestionTerms(distinct, ids, f" {' '.join(tokens)} ")
+        padded = f" {' '.join(tokens)} "
+        names = np.unique(np.concatenate([p.name_ids for p in passages] or [_NO_IDS]))
+        mentioned = [n for n in names.tolist() if f" {self._name_text[n]} " in padded]
+        return QuestionTerms(distinct, ids, padded, np.array(mentioned, dtype=np.int64))
