@@ -149,7 +149,7 @@ def test_a_full_vocabulary_starts_afresh_between_requests() -> None:
 
 
 def test_a_full_name_vocabulary_starts_afresh_between_requests() -> None:
-    cache = AnalysisCache(vocabulary_limit=50)
+    cache = AnalysisCache(name_limit=50)
     first = features(REQUEST)
     words = ("Amber", "Birch", "Cedar", "Delta", "Ember", "Fjord", "Grove", "Heath")
     pairs = [f"{a} {b}" for a in words for b in words if a != b]  # 56 names of 8 tokens

@@ -28,6 +28,7 @@ from ...query import analysed_question
 
 CACHE_BYTES = 64 * 1024 * 1024  # analyses kept across requests (about 40,000 short passages)
 MAX_VOCABULARY = 400_000  # distinct tokens numbered before the vocabulary starts afresh
+MAX_NAMES = 200_000  # distinct name phrases numbered before they start afresh (about 28 MiB)
 MAX_QUESTION_TERMS = 64  # a question's distinct terms the judge reads, in order of appearance
 MAX_PASSAGE_CHARS = 20_000  # a passage's first characters that the judge analyses
 
@@ -86,11 +87,18 @@ def words(text: str) -> list[str]:
 
 class AnalysisCache:
     """Passage analyses by (title, text), least recently used first out, at most ``limit``
-    bytes, with the vocabulary their ids come from."""
+    bytes, with the vocabularies their token and name ids come from (at most
+    ``vocabulary_limit`` tokens and ``name_limit`` names before all start afresh)."""
 
-    def __init__(self, limit: int = CACHE_BYTES, vocabulary_limit: int = MAX_VOCABULARY) -> None:
+    def __init__(
+        self,
+        limit: int = CACHE_BYTES,
+        vocabulary_limit: int = MAX_VOCABULARY,
+        name_limit: int = MAX_NAMES,
+    ) -> None:
         self.limit = limit
         self.vocabulary_limit = vocabulary_limit
+        self.name_limit = name_limit
         self.bytes = 0
         self._entries: OrderedDict[tuple[str, str], PassageTerms] = OrderedDict()
         self._vocabulary: dict[str, int] = {}
@@ -110,7 +118,7 @@ class AnalysisCache:
         """The analyses of a request's passages (title, text) and of its question, all with
         ids from one vocabulary (held under one lock, so a reset cannot fall between them)."""
         with self._lock:
-            if max(len(self._vocabulary), len(self._names)) > self.vocabulary_limit:
+            if len(self._vocabulary) > self.vocabulary_limit or len(self._names) > self.name_limit:
                 self._entries.clear()
                 self._vocabulary.clear()
                 self._names.clear()
