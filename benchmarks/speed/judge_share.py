@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from datetime import date
 from pathlib import Path
 
@@ -51,9 +52,12 @@ def questions_from(path: Path | None) -> list[str]:
 def measure(path: Path, questions: list[str]) -> dict[str, list[float]]:
     """Engine seconds per question for each judge, each on its own connection to the index at
     ``path``, the judges taking turns in alternating order."""
-    indexes = {name: SQLiteIndex(path, create=False) for name in JUDGES}
-    engines = {name: SAG2Engine(indexes[name], make_judge(name)) for name in JUDGES}
-    try:
+    with ExitStack() as stack:
+        engines = {}
+        for name in JUDGES:
+            index = stack.enter_context(SQLiteIndex(path, create=False))
+            engines[name] = SAG2Engine(index, make_judge(name))
+            stack.callback(engines[name].close)  # runs before its index closes
         for engine in engines.values():
             engine.retrieve(questions[0])  # the loop thread, SQLite's caches, jieba's dictionary
         times: dict[str, list[float]] = {name: [] for name in JUDGES}
@@ -61,10 +65,6 @@ def measure(path: Path, questions: list[str]) -> dict[str, list[float]]:
             for name in JUDGES if number % 2 == 0 else JUDGES[::-1]:
                 times[name].append(engine_seconds(engines[name].retrieve(question, 10)))
         return times
-    finally:
-        for name in JUDGES:
-            engines[name].close()
-            indexes[name].close()
 
 
 def report(times: dict[str, list[float]], corpus: str) -> None:

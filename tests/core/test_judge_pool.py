@@ -149,7 +149,7 @@ def test_a_full_vocabulary_starts_afresh_between_requests() -> None:
 
 
 def test_a_full_name_vocabulary_starts_afresh_between_requests() -> None:
-    cache = AnalysisCache(name_limit=50)
+    cache = AnalysisCache(vocabulary_limit=5_000)  # the names alone hold 56 x 111 bytes
     first = features(REQUEST)
     words = ("Amber", "Birch", "Cedar", "Delta", "Ember", "Fjord", "Grove", "Heath")
     pairs = [f"{a} {b}" for a in words for b in words if a != b]  # 56 names of 8 tokens
@@ -158,6 +158,21 @@ def test_a_full_name_vocabulary_starts_afresh_between_requests() -> None:
     cache.request_terms([("More", "few words")], QUESTION)
     assert len(cache) == 1  # the name vocabulary was over its bound: cache and ids reset
     assert request_features(REQUEST, cache).tolist() == first.tolist()
+
+
+def test_long_names_count_against_the_vocabularies_bytes() -> None:
+    cache = AnalysisCache(limit=100_000, vocabulary_limit=400_000)
+    tracemalloc.start()
+    try:
+        for n in range(1_500):
+            title = " ".join(f"Name{n}x{k}" for k in range(150))  # one 1,500-character name
+            cache.request_terms([(title, "A short text.")], QUESTION)
+            # checked when a request starts: over by at most one request's 150 tokens and name
+            assert cache.vocabulary_bytes <= 400_000 + 150 * 110 + len(title) + 100
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 3_000_000  # counted by entries alone, 1,500 such names held about 9 MB
 
 
 def test_a_name_the_question_holds_links_no_passages() -> None:

@@ -105,7 +105,8 @@ class PoolJudge(Judge):
     ``model_path`` replaces the packaged model. With ``guard`` (the default), BM25's first
     candidates keep their place above weaker matches the trees do not call evidence
     (`guard_bm25_top`). There is nothing to precompute: passages are analysed when
-    first judged, and the analyses are kept in memory up to `pool_terms.CACHE_BYTES` bytes.
+    first judged, and the analyses are kept in memory up to `pool_terms.CACHE_BYTES` bytes
+    (their token and name vocabularies up to `pool_terms.VOCABULARY_BYTES` more).
     """
 
     sends_data_off_machine = False

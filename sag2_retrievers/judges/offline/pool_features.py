@@ -319,7 +319,7 @@ class _Incidence:
     passages, and where each request column and each of ``others`` sits in it."""
 
     held: Matrix  # their columns x distinct others, 0/1
-    position: Ints  # per request column: its row in ``held``, -1 when none of them holds it
+    position: Ints  # per column (term or name): its row in ``held``, -1 when none holds it
     back: Ints  # per entry of ``others``: its column in ``held``
     count: int  # the request's passages
 

@@ -6,7 +6,8 @@ same passages come back round after round and question after question. Tokens an
 phrases are numbered in vocabularies shared by the cached analyses, so a request lays its
 passages out as arrays without a dictionary look-up per token or name. The cache is bounded by
 the bytes it holds, not by entries, so a few huge passages cannot pin gigabytes; the
-vocabularies are bounded by their size and start afresh (with the cache) when one is full.
+vocabularies are bounded by the bytes of what they hold and start afresh (with the cache) when
+full.
 Questions are analysed per request and never cached.
 """
 
@@ -27,8 +28,8 @@ from ...analysis import STOPWORDS, name_runs, tokenize
 from ...query import analysed_question
 
 CACHE_BYTES = 64 * 1024 * 1024  # analyses kept across requests (about 40,000 short passages)
-MAX_VOCABULARY = 400_000  # distinct tokens numbered before the vocabulary starts afresh
-MAX_NAMES = 200_000  # distinct name phrases numbered before they start afresh (about 28 MiB)
+VOCABULARY_BYTES = 64 * 1024 * 1024  # tokens and name phrases numbered before both start afresh
+ENTRY_BYTES = 100  # a numbered token's or name's cost beyond its characters (object, slots)
 MAX_QUESTION_TERMS = 64  # a question's distinct terms the judge reads, in order of appearance
 MAX_PASSAGE_CHARS = 20_000  # a passage's first characters that the judge analyses
 
@@ -87,21 +88,16 @@ def words(text: str) -> list[str]:
 
 class AnalysisCache:
     """Passage analyses by (title, text), least recently used first out, at most ``limit``
-    bytes, with the vocabularies their token and name ids come from (at most
-    ``vocabulary_limit`` tokens and ``name_limit`` names before all start afresh)."""
+    bytes, with the vocabularies their token and name ids come from: those hold their text
+    until they reach ``vocabulary_limit`` bytes together, and then all start afresh."""
 
-    def __init__(
-        self,
-        limit: int = CACHE_BYTES,
-        vocabulary_limit: int = MAX_VOCABULARY,
-        name_limit: int = MAX_NAMES,
-    ) -> None:
+    def __init__(self, limit: int = CACHE_BYTES, vocabulary_limit: int = VOCABULARY_BYTES) -> None:
         self.limit = limit
         self.vocabulary_limit = vocabulary_limit
-        self.name_limit = name_limit
         self.bytes = 0
+        self.vocabulary_bytes = 0
         self._entries: OrderedDict[tuple[str, str], PassageTerms] = OrderedDict()
-        self._vocabulary: dict[str, int] = {}
+        self._vocabulary: dict[str, int] = {}  # token -> id
         self._names: dict[str, int] = {}  # name phrase -> id
         self._name_text: list[str] = []  # id -> name phrase
         self._lock = threading.Lock()
@@ -116,14 +112,15 @@ class AnalysisCache:
         self, passages: Sequence[tuple[str, str]], question: str
     ) -> tuple[list[PassageTerms], QuestionTerms]:
         """The analyses of a request's passages (title, text) and of its question, all with
-        ids from one vocabulary (held under one lock, so a reset cannot fall between them)."""
+        ids from the same vocabularies (held under one lock, so a reset cannot fall between
+        them)."""
         with self._lock:
-            if len(self._vocabulary) > self.vocabulary_limit or len(self._names) > self.name_limit:
+            if self.vocabulary_bytes > self.vocabulary_limit:
                 self._entries.clear()
                 self._vocabulary.clear()
                 self._names.clear()
                 self._name_text.clear()
-                self.bytes = 0
+                self.bytes = self.vocabulary_bytes = 0
             analysed = [self._terms(title, text) for title, text in passages]
             return analysed, self._question(question, analysed)
 
@@ -154,9 +151,17 @@ class AnalysisCache:
         title_phrase = " ".join(title_tokens)
         names.add(title_phrase)
         names.discard("")
-        number = self._vocabulary.setdefault
-        ids = {number(t, len(self._vocabulary)) for t in (*title_tokens, *body)}
-        title_ids = {number(t, len(self._vocabulary)) for t in title_tokens}
+        vocabulary = self._vocabulary
+        tokens = (*title_tokens, *body)
+        distinct = set(tokens)
+        fresh = distinct.difference(vocabulary)
+        if fresh:  # numbered in order of first appearance
+            for token in tokens:
+                if token in fresh and token not in vocabulary:
+                    vocabulary[token] = len(vocabulary)
+            self.vocabulary_bytes += sum(map(len, fresh)) + ENTRY_BYTES * len(fresh)
+        ids = set(map(vocabulary.__getitem__, distinct))
+        title_ids = set(map(vocabulary.__getitem__, title_tokens))
         return PassageTerms(
             np.array(sorted(ids), dtype=np.int64),
             np.array(sorted(map(self._name_id, names)), dtype=np.int64),
@@ -172,6 +177,7 @@ class AnalysisCache:
         if found is None:
             found = self._names[name] = len(self._name_text)
             self._name_text.append(name)
+            self.vocabulary_bytes += len(name) + ENTRY_BYTES
         return found
 
     def _question(self, question: str, passages: Sequence[PassageTerms]) -> QuestionTerms:
