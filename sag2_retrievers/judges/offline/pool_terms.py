@@ -7,8 +7,7 @@ phrases are numbered in vocabularies shared by the cached analyses, so a request
 passages out as arrays without a dictionary look-up per token or name. The cache is bounded by
 the bytes it holds, not by entries, so a few huge passages cannot pin gigabytes; the
 vocabularies are bounded by the bytes of what they hold and start afresh (with the cache) when
-full.
-Questions are analysed per request and never cached.
+full. Questions are analysed per request and never cached.
 """
 
 from __future__ import annotations
