@@ -345,34 +345,28 @@ def _prepare_one(
     tokens: list[UnitTokens] = []
     for span in chunk_spans(text, chunk_chars):
         path = unit_heading(heading, headings, span.start, span.end)
-        heading_list = tokenize(path, profile=profile)
-        body_list = body_tokens(text[span.start : span.end], profile)
+        lists = unit_token_lists(title_list, path, text[span.start : span.end], profile)
         units.append(
             PreparedUnit(
-                span.start,
-                span.end,
-                path,
-                title_tokens,
-                " ".join(heading_list),
-                " ".join(body_list),
+                span.start, span.end, path, title_tokens, " ".join(lists[1]), " ".join(lists[2])
             )
         )
-        tokens.append((title_list, heading_list, body_list))
+        tokens.append(lists)
     return PreparedDocument(tuple(units)), tokens
 
 
-def heading_token_text(path: str, profile: Profile) -> str:
-    """A unit's heading path as the FTS5 heading field's token text."""
-    return " ".join(tokenize(path, profile=profile))
+def unit_token_lists(title_tokens: list[str], path: str, body: str, profile: Profile) -> UnitTokens:
+    """A unit's (title, heading, body) tokens, given its document's title tokens: what ingest
+    writes to FTS5 (each joined by spaces) and counts the unit's statistics from."""
+    return title_tokens, tokenize(path, profile=profile), body_tokens(body, profile)
 
 
 def unit_token_texts(title: str, path: str, body: str, profile: Profile) -> tuple[str, str, str]:
     """A unit's (title, heading, body) token texts, exactly as ingest writes them to FTS5."""
-    return (
-        " ".join(tokenize(title, profile=profile)),
-        heading_token_text(path, profile),
-        " ".join(body_tokens(body, profile)),
+    title_tokens, heading, body_list = unit_token_lists(
+        tokenize(title, profile=profile), path, body, profile
     )
+    return " ".join(title_tokens), " ".join(heading), " ".join(body_list)
 
 
 def token_checksum(title: str, heading: str, body: str) -> int:

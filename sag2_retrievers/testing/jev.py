@@ -49,12 +49,12 @@ def noul_reply(body: dict[str, Any], score: ScoreFunction) -> dict[str, Any]:
         asked = NoulQuestion(
             state.get("question", ""), candidate["title"], candidate["text"], context
         )
-        answers[question_id] = {"type": "noul", "noul": _probability(score(asked))}
+        answers[question_id] = {"type": "noul", "noul": checked_score(score(asked))}
     usage = {"input_tokens": len(json.dumps(body)) // 4, "output_tokens": len(answers)}
     return {"model": FAKE_MODEL, "answers": answers, "usage": usage}
 
 
-def _probability(value: float) -> float:
+def checked_score(value: float) -> float:
     """A score function's value, refused unless it is a probability (the real JEV's range)."""
     if not 0.0 <= float(value) <= 1.0:
         raise ValueError(f"the score function returned {value!r}; return a number in [0, 1]")

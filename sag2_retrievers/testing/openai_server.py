@@ -21,7 +21,7 @@ from typing import Any
 
 from ..judges.llm.openai_compat import OpenAICompatJudge
 from ._loopback import LoopbackServer, Reply
-from .jev import NoulQuestion, ScoreFunction, _probability
+from .jev import NoulQuestion, ScoreFunction, checked_score
 
 FAKE_OPENAI_MODEL = "fake-judge"
 CHAT_PATH = "/v1/chat/completions"
@@ -77,7 +77,7 @@ def chat_reply(body: dict[str, Any], score: ScoreFunction, logprobs: bool) -> di
     candidates = asked_candidates(prompt)
     records: list[dict[str, Any]] = []
     for number, candidate in enumerate(candidates, start=1):
-        top = _logprob_pair(_probability(score(candidate)))
+        top = _logprob_pair(checked_score(score(candidate)))
         answer = top[0] if top[0]["logprob"] >= top[1]["logprob"] else top[1]
         if len(candidates) > 1:
             records += [{"token": f"{number}:", "logprob": 0.0, "top_logprobs": []}]
@@ -102,7 +102,7 @@ def completions_reply(body: dict[str, Any], score: ScoreFunction, logprobs: bool
     choices = []
     for index, prompt in enumerate(prompts):
         asked = asked_candidates(str(prompt))
-        top = _logprob_pair(_probability(score(asked[0])) if asked else 0.5)
+        top = _logprob_pair(checked_score(score(asked[0])) if asked else 0.5)
         token = " Yes" if top[0]["logprob"] >= top[1]["logprob"] else " No"
         alternatives = {" " + entry["token"]: entry["logprob"] for entry in top}
         choices.append(
